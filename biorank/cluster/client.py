@@ -1,0 +1,76 @@
+"""An OpenSearch client for the configured cluster, or for the local node, started on demand."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from biorank.cluster.local import Echo, LocalNode
+from biorank.config import ConnectionSettings
+from biorank.errors import ClusterUnavailable
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+
+def make_client(settings: ConnectionSettings, url: str) -> OpenSearch:
+    from opensearchpy import OpenSearch
+
+    options: dict = {
+        "hosts": [url],
+        "timeout": settings.timeout,
+        "verify_certs": settings.verify,
+        "ssl_show_warn": settings.verify,
+        # Bulk writes meet 429s under load; the writer retries those itself, with backoff.
+        "retry_on_timeout": True,
+        "max_retries": 3,
+    }
+    if settings.user:
+        options["http_auth"] = (settings.user, settings.password or "")
+    if settings.ca_file:
+        options["ca_certs"] = settings.ca_file
+    return OpenSearch(**options)
+
+
+def connect(
+    settings: ConnectionSettings | None = None,
+    *,
+    start_local: bool = True,
+    node: LocalNode | None = None,
+    echo: Echo | None = None,
+) -> OpenSearch:
+    """A client that has answered once, so a down cluster fails here with one clear message.
+
+    With no URL configured this is the local node: it is started when it is not running (and
+    ``start_local`` allows), which is said on ``echo``.
+    """
+    from opensearchpy.exceptions import AuthenticationException, ConnectionError, TransportError
+
+    settings = settings or ConnectionSettings.from_env()
+    if settings.url:
+        url = settings.url
+    else:
+        node = node or LocalNode(echo=echo)
+        status = node.status()
+        if status.running and status.url:
+            url = status.url
+        elif start_local:
+            if echo:
+                echo("no --url/BIORANK_URL given and the local node is not running: starting it")
+            url = node.start()
+        else:
+            raise ClusterUnavailable("the local node is not running; start it with `biorank cluster start`")
+
+    client = make_client(settings, url)
+    try:
+        client.info()
+    except AuthenticationException:
+        raise ClusterUnavailable(
+            f"OpenSearch at {url} refused the credentials; check --user/--password (BIORANK_USER/BIORANK_PASSWORD)"
+        ) from None
+    except ConnectionError as e:
+        reason = e.info if isinstance(e.info, str) else type(e.info).__name__
+        hint = "is it running? `biorank cluster status` tells" if not settings.url else "check --url/BIORANK_URL"
+        raise ClusterUnavailable(f"cannot reach OpenSearch at {url} ({reason}); {hint}") from None
+    except TransportError as e:
+        raise ClusterUnavailable(f"OpenSearch at {url} answered {e.status_code}: {e.error}") from None
+    return client

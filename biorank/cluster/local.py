@@ -1,0 +1,405 @@
+"""biorank's embedded default: a real single-node OpenSearch with k-NN, assembled from Maven Central.
+
+The node binds 127.0.0.1 only (which also keeps OpenSearch's production bootstrap checks off), keeps its
+install, data and logs under one home directory, and outlives the command that started it: ``stop`` ends it.
+OpenSearch refuses to run as root, so a root caller gets the node run as an unprivileged system user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from biorank.cluster import artifacts
+from biorank.cluster.java import find_java
+from biorank.errors import NodeStartError
+
+DEFAULT_HTTP_PORT = 9200
+DEFAULT_TRANSPORT_PORT = 9300
+SERVICE_USER = "biorank"
+Echo = Callable[[str], None]
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback)
+
+
+def default_home() -> Path:
+    if os.environ.get("BIORANK_HOME"):
+        return Path(os.environ["BIORANK_HOME"])
+    # root's home is private (0700), and the node runs as another user, which must traverse its directory.
+    if os.geteuid() == 0:
+        return Path("/var/lib/biorank")
+    return _xdg("XDG_DATA_HOME", ".local/share") / "biorank"
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("BIORANK_CACHE") or _xdg("XDG_CACHE_HOME", ".cache") / "biorank")
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """Everything about the local node that a user may want to change; the defaults suit a laptop."""
+
+    home: Path = field(default_factory=default_home)
+    cache_dir: Path = field(default_factory=default_cache)
+    port: int | None = None
+    heap: str = field(default_factory=lambda: os.environ.get("BIORANK_HEAP", "1g"))
+    cluster_name: str = "biorank"
+    start_timeout: float = 180.0
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    installed: bool
+    running: bool
+    pid: int | None
+    url: str | None
+    health: str | None
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the JVM does: a port whose last connections linger in TIME_WAIT (a node just stopped) is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _plugin_descriptor(name: str, classname: str, extends: str) -> str:
+    # Exactly the keys OpenSearch 2.x knows: an unknown key fails start-up.
+    v = artifacts.OPENSEARCH_VERSION
+    return (
+        f"description=The {name} module, assembled by biorank from Maven Central\n"
+        f"version={v}\nname={name}\nclassname={classname}\njava.version=11\nopensearch.version={v}\n"
+        f"custom.foldername=\nextended.plugins={extends}\nhas.native.controller=false\n"
+    )
+
+
+# Painless compiles scripts into classes of its own loader.
+_PAINLESS_POLICY = """grant {
+  permission java.lang.RuntimePermission "createClassLoader";
+  permission java.lang.RuntimePermission "getClassLoader";
+};
+"""
+
+
+def _http_json(url: str, timeout: float) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.load(r)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+class LocalNode:
+    """Install, start, inspect and stop the local node. Every method is safe to call in any state."""
+
+    def __init__(self, settings: NodeSettings | None = None, echo: Echo | None = None) -> None:
+        self.settings = settings or NodeSettings()
+        self._echo = echo or (lambda message: print(message, file=sys.stderr))
+
+    # Layout --------------------------------------------------------------------------------------------
+    @property
+    def install_dir(self) -> Path:
+        return self.settings.home / f"opensearch-{artifacts.OPENSEARCH_VERSION}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.home / "data"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.settings.home / "logs"
+
+    @property
+    def server_log(self) -> Path:
+        return self.logs_dir / f"{self.settings.cluster_name}.log"
+
+    @property
+    def console_log(self) -> Path:
+        return self.logs_dir / "console.log"
+
+    @property
+    def _run_dir(self) -> Path:
+        return self.settings.home / "run"
+
+    @property
+    def pid_file(self) -> Path:
+        return self._run_dir / "opensearch.pid"
+
+    @property
+    def _state_file(self) -> Path:
+        return self.settings.home / "node.json"
+
+    @property
+    def _marker(self) -> Path:
+        return self.install_dir / ".biorank-assembled"
+
+    # Install -------------------------------------------------------------------------------------------
+    def _manifest(self) -> str:
+        return "\n".join(f"{a.coordinates} {a.sha256}" for a in artifacts.all_artifacts())
+
+    def is_installed(self) -> bool:
+        return self._marker.is_file() and self._marker.read_text() == self._manifest()
+
+    def install(self) -> None:
+        """Download (once, verified) and assemble the distribution, modules and k-NN plugin."""
+        if self.is_installed():
+            return
+        downloads = self._download_all()
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        staging = self.settings.home / ".assembling"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        with zipfile.ZipFile(downloads[artifacts.DISTRIBUTION]) as z:
+            z.extractall(staging)
+        root = staging / f"opensearch-{artifacts.OPENSEARCH_VERSION}"
+        # zipfile drops the mode bits the scripts need.
+        for script in (root / "bin").iterdir():
+            script.chmod(0o755)
+        for name, (classname, extends, jars) in artifacts.MODULES.items():
+            module = root / "modules" / name
+            module.mkdir()
+            for jar in jars:
+                shutil.copyfile(downloads[jar], module / jar.filename)
+            (module / "plugin-descriptor.properties").write_text(_plugin_descriptor(name, classname, extends))
+            if name == "lang-painless":
+                (module / "plugin-security.policy").write_text(_PAINLESS_POLICY)
+        with zipfile.ZipFile(downloads[artifacts.KNN_PLUGIN]) as z:
+            z.extractall(root / "plugins" / "opensearch-knn")
+        (root / ".biorank-assembled").write_text(self._manifest())
+        shutil.rmtree(self.install_dir, ignore_errors=True)
+        root.rename(self.install_dir)
+        staging.rmdir()
+
+    def _download_all(self) -> dict[artifacts.Artifact, Path]:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+        cache = self.settings.cache_dir
+        todo = artifacts.missing_bytes(cache)
+        if todo:
+            self._echo(
+                f"downloading OpenSearch {artifacts.OPENSEARCH_VERSION} + k-NN from "
+                f"{artifacts.repository_url()} ({todo / 1e6:.0f} MB, once) into {cache}"
+            )
+        with Progress(
+            "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            disable=not todo, transient=True,
+        ) as bar:
+            task = bar.add_task("OpenSearch artifacts", total=todo)
+            return {
+                a: artifacts.fetch(a, cache, lambda n: bar.advance(task, n)) for a in artifacts.all_artifacts()
+            }
+
+    # Start / stop --------------------------------------------------------------------------------------
+    def start(self) -> str:
+        """Start the node unless it runs already; return its URL once it is yellow or green."""
+        with self._lock():
+            status = self.status()
+            if status.running and status.url:
+                return status.url
+            java = find_java()
+            self.install()
+            http_port = self._choose_port(self.settings.port, DEFAULT_HTTP_PORT, "HTTP")
+            transport_port = self._choose_port(None, DEFAULT_TRANSPORT_PORT, "transport")
+            self._configure(http_port, transport_port)
+            run_as = self._service_user()
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "JAVA_HOME": str(java.home),
+                "OPENSEARCH_JAVA_HOME": str(java.home),
+                "LANG": "C.UTF-8",
+            }
+            started = time.monotonic()
+            with self.console_log.open("ab") as console:
+                proc = subprocess.Popen(
+                    [str(self.install_dir / "bin" / "opensearch"), "-p", str(self.pid_file)],
+                    cwd=self.install_dir, env=env, stdin=subprocess.DEVNULL, stdout=console,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                    **({"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []} if run_as else {}),
+                )
+            url = f"http://127.0.0.1:{http_port}"
+            self._state_file.write_text(json.dumps({"pid": proc.pid, "url": url, "java": str(java.home)}))
+            self._wait_until_up(proc, url)
+            self._echo(f"OpenSearch {artifacts.OPENSEARCH_VERSION} is up at {url} "
+                       f"(Java {java.major}, {time.monotonic() - started:.1f} s)")
+            return url
+
+    def _wait_until_up(self, proc: subprocess.Popen, url: str) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise NodeStartError(
+                    f"OpenSearch exited with code {proc.returncode} while starting; last log lines "
+                    f"({self.console_log}):\n{self.log_tail(25, self.console_log)}"
+                )
+            health = _http_json(f"{url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5)
+            if health and health.get("status") in ("yellow", "green"):
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise NodeStartError(
+            f"OpenSearch did not answer at {url} within {self.settings.start_timeout:.0f} s; last log lines "
+            f"({self.console_log}):\n{self.log_tail(25, self.console_log)}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the node; True if one was running."""
+        pid = self._running_pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._pid_alive(pid):
+            time.sleep(0.2)
+        if self._pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            # Reap it when this very process started it (tests do), so no zombie keeps the pid "alive".
+            os.waitpid(pid, os.WNOHANG)
+        self._state_file.unlink(missing_ok=True)
+        return True
+
+    def status(self) -> NodeStatus:
+        state = self._state()
+        pid = self._running_pid()
+        url = state.get("url") if pid else None
+        health = None
+        if url:
+            answer = _http_json(f"{url}/_cluster/health", timeout=5)
+            health = answer.get("status") if answer else "not answering"
+        return NodeStatus(self.is_installed(), pid is not None, pid, url, health)
+
+    def log_tail(self, lines: int = 50, path: Path | None = None) -> str:
+        path = path or self.server_log
+        if not path.is_file():
+            return f"(no log yet at {path})"
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 400 * lines))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+        return "\n".join(tail[-lines:])
+
+    # Helpers -------------------------------------------------------------------------------------------
+    def _state(self) -> dict:
+        try:
+            return json.loads(self._state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _running_pid(self) -> int | None:
+        pid = self._state().get("pid")
+        return pid if isinstance(pid, int) and self._pid_alive(pid) else None
+
+    @staticmethod
+    def _pid_alive(pid: int) -> bool:
+        # A recycled pid must not pass for our node: check that it is an OpenSearch JVM.
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
+        return not zombie and b"org.opensearch.bootstrap.OpenSearch" in cmdline
+
+    def _choose_port(self, wanted: int | None, default: int, what: str) -> int:
+        if wanted is not None:
+            if not port_is_free(wanted):
+                raise NodeStartError(
+                    f"{what} port {wanted} on 127.0.0.1 is taken by another process; choose another with "
+                    "--port or stop that process"
+                )
+            return wanted
+        if port_is_free(default):
+            return default
+        port = _free_port()
+        self._echo(f"{what} port {default} is taken; the local node uses {port} instead")
+        return port
+
+    def _configure(self, http_port: int, transport_port: int) -> None:
+        for d in (self.data_dir, self.logs_dir, self._run_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        s = self.settings
+        (self.install_dir / "config" / "opensearch.yml").write_text(
+            f"cluster.name: {s.cluster_name}\n"
+            "node.name: biorank-local\n"
+            "network.host: 127.0.0.1\n"
+            f"http.port: {http_port}\n"
+            f"transport.port: {transport_port}\n"
+            "discovery.type: single-node\n"
+            f"path.data: {self.data_dir.resolve()}\n"
+            f"path.logs: {self.logs_dir.resolve()}\n"
+            # A laptop's nearly full disk must not turn every index read-only.
+            "cluster.routing.allocation.disk.threshold_enabled: false\n"
+        )
+        (self.install_dir / "config" / "jvm.options.d" / "biorank-heap.options").write_text(
+            f"-Xms{s.heap}\n-Xmx{s.heap}\n"
+        )
+
+    def _service_user(self) -> pwd.struct_passwd | None:
+        """As root: the unprivileged user that runs the node (created once), owning the node's home."""
+        if os.geteuid() != 0:
+            return None
+        name = os.environ.get("BIORANK_NODE_USER", SERVICE_USER)
+        try:
+            user = pwd.getpwnam(name)
+        except KeyError:
+            result = subprocess.run(
+                ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                 "--shell", "/usr/sbin/nologin", name],
+                capture_output=True, text=True,
+            )
+            if result.returncode != 0 and "already exists" not in result.stderr:
+                raise NodeStartError(
+                    f"OpenSearch refuses to run as root and creating system user {name!r} failed: "
+                    f"{result.stderr.strip()}; create it or run biorank as an ordinary user"
+                ) from None
+            user = pwd.getpwnam(name)
+            self._echo(f"created system user {name!r}: OpenSearch refuses to run as root")
+        home = self.settings.home.resolve()
+        for parent in home.parents:
+            if not parent.stat().st_mode & 0o001:
+                raise NodeStartError(
+                    f"the node runs as user {name!r}, which cannot enter {parent}; set BIORANK_HOME to a "
+                    "directory outside it (the default for root is /var/lib/biorank)"
+                )
+        for path in (home, *home.rglob("*")):
+            os.lchown(path, user.pw_uid, user.pw_gid)
+        self._echo(f"running the node as system user {name!r} (OpenSearch refuses root)")
+        return user
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        # Two commands starting the node at once must not assemble or launch it twice.
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        with (self.settings.home / ".lock").open("w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,38 @@
+"""How biorank reaches a cluster: one settings object, filled from options or the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Where the cluster is. ``url=None`` means the local node that biorank manages itself."""
+
+    url: str | None = None
+    user: str | None = None
+    password: str | None = None
+    ca_file: str | None = None
+    verify: bool = True
+    timeout: float = 60.0
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ConnectionSettings:
+        env = os.environ if environ is None else environ
+        return cls(
+            url=env.get("BIORANK_URL") or None,
+            user=env.get("BIORANK_USER") or None,
+            password=env.get("BIORANK_PASSWORD") or None,
+            ca_file=env.get("BIORANK_CA_FILE") or None,
+            verify=env.get("BIORANK_VERIFY", "true").strip().lower() not in _FALSE,
+        )
+
+    def with_overrides(self, **values: object) -> ConnectionSettings:
+        """Options given on the command line win over the environment; ``None`` means not given."""
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+    def redacted_url(self) -> str:
+        return self.url or "the local node"

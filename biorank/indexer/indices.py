@@ -1,0 +1,78 @@
+"""biorank's indices on a cluster: which there are, what built them, and removing them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from biorank.errors import BiorankError
+from biorank.mappings.documents import MAPPING_VERSION
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+
+class IndexMismatch(BiorankError):
+    """The index exists but was built differently (another encoder or mapping version, or not by biorank)."""
+
+
+def sentences_index_name(index: str) -> str:
+    return f"{index}-sentences"
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    name: str
+    documents: int
+    blocks: int
+    sentences: int
+    size_bytes: int
+    model: str
+    mapping_version: int
+
+
+def check_index_meta(client: OpenSearch, index: str, *, model: str | None = None) -> dict:
+    """The index's biorank record; refuses an index of another mapping version or encoder with the fix."""
+    mapping = client.indices.get_mapping(index=index)
+    meta = next(iter(mapping.values()))["mappings"].get("_meta", {}).get("biorank")
+    if not meta:
+        raise IndexMismatch(f"index {index!r} was not created by biorank; choose another --index name")
+    if meta.get("mapping_version") != MAPPING_VERSION:
+        raise IndexMismatch(
+            f"index {index!r} has mapping version {meta.get('mapping_version')}, this biorank writes "
+            f"{MAPPING_VERSION}; rebuild it with `biorank index ... --index {index} --recreate`"
+        )
+    if model is not None and meta.get("model") != model:
+        raise IndexMismatch(
+            f"index {index!r} was built with the encoder {meta.get('model')!r}, not {model!r}; use that "
+            f"encoder (--model), or rebuild with --recreate"
+        )
+    return meta
+
+
+def list_indices(client: OpenSearch) -> list[IndexInfo]:
+    """Every documents index that biorank built, with its counts (documents = block 0 entries)."""
+    mappings = client.indices.get_mapping(index="*", expand_wildcards="open")
+    stats = client.indices.stats(index="*", metric="docs,store", expand_wildcards="open")["indices"]
+    rows = []
+    for name in sorted(mappings):
+        meta = mappings[name]["mappings"].get("_meta", {}).get("biorank")
+        if not meta or meta.get("kind") != "documents":
+            continue
+        documents = client.count(index=name, body={"query": {"term": {"block": 0}}})["count"]
+        sentences_index = meta.get("sentences_index")
+        sentences = stats.get(sentences_index, {}).get("primaries", {}).get("docs", {}).get("count", 0)
+        size = sum(stats.get(i, {}).get("total", {}).get("store", {}).get("size_in_bytes", 0)
+                   for i in (name, sentences_index) if i)
+        blocks = stats.get(name, {}).get("primaries", {}).get("docs", {}).get("count", 0)
+        rows.append(IndexInfo(name, documents, blocks, sentences, size, meta.get("model", "?"),
+                              meta.get("mapping_version", 0)))
+    return rows
+
+
+def delete_indices(client: OpenSearch, name: str) -> list[str]:
+    """Delete the documents index ``name`` and its sentences index; the names of those that existed."""
+    existing = [i for i in (name, sentences_index_name(name)) if client.indices.exists(index=i)]
+    if existing:
+        client.indices.delete(index=",".join(existing))
+    return existing

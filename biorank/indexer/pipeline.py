@@ -1,0 +1,350 @@
+"""Readers → sentences → blocks → encoder → bulk writer: one collection into a documents and a sentences index.
+
+Nothing is lost and nothing is duplicated:
+- every entry's ``_id`` is derived from the source id, so writing a document again overwrites it;
+- a document's block 0 is written only after all its other blocks and sentences were acknowledged, and it
+  carries a hash of the document's content: a document whose block 0 is in with the same hash is complete
+  and is skipped, so an interrupted run (Ctrl-C, ``kill -9``, a lost cluster) resumes where it stopped;
+- a document whose content changed is rewritten, and the blocks and sentences it no longer has are deleted;
+- records a reader could not use, and documents the cluster refused, go to the rejects file with a reason.
+
+The encoder of batch ``n + 1`` runs while the bulk requests of batch ``n`` are in flight (one writer
+thread): on a CPU the encoder is the bound, and this hides the writes behind it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from biorank.indexer.blocks import block_budget, make_blocks
+from biorank.indexer.indices import check_index_meta, sentences_index_name
+from biorank.indexer.readers import read_records
+from biorank.indexer.records import Abstract, Rejected, Sentence
+from biorank.indexer.sentences import sentences_of
+from biorank.indexer.writer import BulkWriter, WriteFailure
+from biorank.mappings.documents import MAPPING_VERSION, IndexSettings, documents_index_body
+from biorank.mappings.sentences import sentence_id, sentences_index_body
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from biorank.indexer.encoder import Encoder
+
+DEFAULT_INDEX = "biorank"
+Progress = Callable[[int], None]
+
+
+def block_id(doc_id: str, number: int) -> str:
+    return doc_id if number == 0 else f"{doc_id}#{number}"
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """How a collection is indexed. The defaults index title + abstract with sentences, 64 documents a batch."""
+
+    index: str = DEFAULT_INDEX
+    format: str = "auto"
+    id_field: str | None = None
+    title_field: str | None = None
+    text_field: str | None = None
+    sentences: bool = True
+    recreate: bool = False
+    batch_size: int = 64
+    settings: IndexSettings = field(default_factory=IndexSettings)
+    rejects: Path | None = None
+    """Where rejected records are listed (tab-separated: source, line, id, reason); written only when needed."""
+
+
+@dataclass
+class IndexReport:
+    read: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    blocks: int = 0
+    sentences: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    failed: int = 0
+    seconds: float = 0.0
+    rejects_file: Path | None = None
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.indexed / self.seconds if self.seconds else 0.0
+
+
+def content_hash(record: Abstract, *, model: str, with_sentences: bool) -> str:
+    """Changes when anything that reaches the index changes: the record, the encoder, the mapping."""
+    fields = asdict(record)
+    del fields["source"], fields["line"]
+    key = json.dumps([fields, model, MAPPING_VERSION, with_sentences], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def estimate_records(path: str | Path) -> int:
+    """A quick upper bound of the records in a file, for the progress bar: lines, or citations for XML."""
+    path = Path(path)
+    with path.open("rb") as probe:
+        opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
+    xml = ".xml" in path.suffixes
+    count = 0
+    tail = b""
+    with opener(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            if xml:
+                # A tag split across two chunks is counted through the previous chunk's last bytes.
+                window = tail + chunk
+                count += window.count(b"</MedlineCitation>") - tail.count(b"</MedlineCitation>")
+                tail = chunk[-32:]
+            else:
+                count += chunk.count(b"\n")
+    return count
+
+
+@dataclass
+class _Prepared:
+    """A batch ready to write: everything but block 0 first, then the block 0s that complete documents."""
+
+    first: list[dict]
+    last: dict[str, dict]  # doc id -> its block-0 action
+    owners: dict[tuple[str, str], str]  # (index, _id) of every action in ``first`` -> its document's id
+
+
+class Indexer:
+    """Indexes collections of abstracts into ``index`` (documents) and ``index-sentences``.
+
+    >>> report = Indexer(client, IndexOptions(index="scifact")).run(["corpus.jsonl"])  # doctest: +SKIP
+    """
+
+    def __init__(self, client: OpenSearch, options: IndexOptions | None = None, *,
+                 encoder: Encoder | None = None, writer: BulkWriter | None = None) -> None:
+        self.client = client
+        self.options = options or IndexOptions()
+        self._encoder = encoder
+        self._writer = writer or BulkWriter(client)
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            from biorank.indexer.encoder import Encoder
+
+            self._encoder = Encoder()
+        return self._encoder
+
+    @property
+    def sentences_index(self) -> str | None:
+        return sentences_index_name(self.options.index) if self.options.sentences else None
+
+    def run(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport:
+        """Index every record of ``paths``; ``progress`` is called with the number of records done so far."""
+        report = IndexReport()
+        started = time.monotonic()
+        self.prepare_indices()
+        indices = [i for i in (self.options.index, self.sentences_index) if i]
+        # Refreshing during a bulk load only makes segments to merge later; searchable again at the end.
+        self.client.indices.put_settings(index=",".join(indices), body={"index": {"refresh_interval": "-1"}})
+        rejects = _RejectsFile(self.options.rejects or Path(f"biorank-rejects-{self.options.index}.tsv"))
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="biorank-bulk") as pool:
+                in_flight: Future | None = None
+                for batch in self._batches(paths, report, rejects):
+                    prepared = self._prepare(batch, report)
+                    if in_flight is not None:
+                        self._finish(in_flight.result(), report, rejects, progress)
+                    in_flight = pool.submit(self._write, prepared, len(batch))
+                if in_flight is not None:
+                    self._finish(in_flight.result(), report, rejects, progress)
+        finally:
+            rejects.close()
+            self._make_searchable(indices)
+        report.seconds = time.monotonic() - started
+        report.rejects_file = rejects.path if rejects.used else None
+        return report
+
+    # Indices ---------------------------------------------------------------------------------------------
+    def prepare_indices(self) -> None:
+        """Create the indices, or check that existing ones were built by biorank with the same encoder."""
+        encoder, settings = self.encoder, self.options.settings
+        model, dimension = encoder.model_name, encoder.dimension
+        names = [self.options.index, *([self.sentences_index] if self.sentences_index else [])]
+        if self.options.recreate:
+            self.client.indices.delete(index=",".join(names), ignore_unavailable=True)
+        bodies = {
+            self.options.index: documents_index_body(
+                settings, model=model, dimension=dimension,
+                block_tokens=block_budget(encoder.max_seq_length), sentences_index=self.sentences_index,
+            )
+        }
+        if self.sentences_index:
+            bodies[self.sentences_index] = sentences_index_body(
+                settings, model=model, dimension=dimension, documents_index=self.options.index
+            )
+        for name, body in bodies.items():
+            if self.client.indices.exists(index=name):
+                check_index_meta(self.client, name, model=model)
+            else:
+                self.client.indices.create(index=name, body=body)
+
+    def _make_searchable(self, indices: list[str]) -> None:
+        from opensearchpy.exceptions import ConnectionError
+
+        try:
+            # None restores the index's default refresh interval.
+            self.client.indices.put_settings(index=",".join(indices), body={"index": {"refresh_interval": None}})
+            self.client.indices.refresh(index=",".join(indices))
+        except ConnectionError:
+            pass  # the cluster is gone; the run reports that, and the next run restores the setting
+
+    # Reading -----------------------------------------------------------------------------------------------
+    def _batches(self, paths: Iterable[str | Path], report: IndexReport,
+                 rejects: _RejectsFile) -> Iterator[list[Abstract]]:
+        o = self.options
+        batch: dict[str, Abstract] = {}
+        for path in paths:
+            for record in read_records(path, o.format, id_field=o.id_field, title_field=o.title_field,
+                                       text_field=o.text_field):
+                report.read += 1
+                if isinstance(record, Rejected):
+                    report.rejected[record.reason.split(":")[0]] += 1
+                    rejects.write(record.source, record.line, record.id, record.reason)
+                    continue
+                # The same id twice in a batch: the later record wins, as a second write would.
+                batch[record.id] = record
+                if len(batch) >= o.batch_size:
+                    yield list(batch.values())
+                    batch = {}
+        if batch:
+            yield list(batch.values())
+
+    # Preparing ---------------------------------------------------------------------------------------------
+    def _prepare(self, batch: list[Abstract], report: IndexReport) -> _Prepared:
+        o, encoder = self.options, self.encoder
+        model = encoder.model_name
+        hashes = {r.id: content_hash(r, model=model, with_sentences=o.sentences) for r in batch}
+        previous = self._stored(list(hashes))
+        todo = [r for r in batch if previous.get(r.id, {}).get("content_hash") != hashes[r.id]]
+        report.unchanged += len(batch) - len(todo)
+
+        sentences = {r.id: sentences_of(r) for r in todo}
+        titles = [r.title.strip() for r in todo]
+        abstract_sentences = [[s for s in sentences[r.id] if s.section == "abstract"] for r in todo]
+        pieces = encoder.tokenize_batch(titles + [s.text for ss in abstract_sentences for s in ss])
+        title_pieces, sentence_pieces = pieces[: len(todo)], iter(pieces[len(todo):])
+        budget = block_budget(encoder.max_seq_length)
+        blocks = [
+            make_blocks(title, tp, [s.text for s in ss], [next(sentence_pieces) for _ in ss], budget)
+            for title, tp, ss in zip(titles, title_pieces, abstract_sentences, strict=True)
+        ]
+        block_vectors = iter(encoder.encode([b.text for bs in blocks for b in bs]))
+        all_sentences: list[Sentence] = [s for r in todo for s in sentences[r.id]] if o.sentences else []
+        sentence_vectors = iter(encoder.encode([s.text for s in all_sentences]))
+
+        first: list[dict] = []
+        last: dict[str, dict] = {}
+        owners: dict[tuple[str, str], str] = {}
+
+        def add(action: dict, doc_id: str) -> None:
+            first.append(action)
+            owners[action["_index"], action["_id"]] = doc_id
+        for record, doc_blocks in zip(todo, blocks, strict=True):
+            # Numbers past the last sentence of each section; sources may skip a blank sentence's number.
+            extent: Counter = Counter()
+            for s in sentences[record.id] if o.sentences else ():
+                extent[s.section] = max(extent[s.section], s.number + 1)
+            for b in doc_blocks:
+                source = {
+                    "id": record.id, "block": b.number, "n_blocks": len(doc_blocks), "title": record.title,
+                    "passage": b.text, "wordpieces": " ".join(b.wordpieces),
+                    "embedding": next(block_vectors).tolist(),
+                }
+                if b.number == 0:
+                    source |= {
+                        "abstract": record.abstract, "text": f"{record.title}\n{record.abstract}".strip(),
+                        "journal": record.journal, "year": record.year, "mesh": list(record.mesh),
+                        "content_hash": hashes[record.id], "n_title_sentences": extent["title"],
+                        "n_abstract_sentences": extent["abstract"],
+                    }
+                    last[record.id] = {"_index": o.index, "_id": record.id, "_source": source}
+                else:
+                    add({"_index": o.index, "_id": block_id(record.id, b.number), "_source": source}, record.id)
+            for action in self._stale(record.id, previous.get(record.id), len(doc_blocks), extent):
+                add(action, record.id)
+        for s in all_sentences:
+            add({
+                "_index": self.sentences_index, "_id": sentence_id(s.doc_id, s.section, s.number),
+                "_source": {"doc_id": s.doc_id, "section": s.section, "number": s.number, "begin": s.begin,
+                            "end": s.end, "text": s.text, "embedding": next(sentence_vectors).tolist()},
+            }, s.doc_id)
+        report.blocks += sum(len(bs) for bs in blocks)
+        report.sentences += len(all_sentences)
+        return _Prepared(first, last, owners)
+
+    def _stored(self, ids: list[str]) -> dict[str, dict]:
+        """What block 0 of each id says now: its content hash and how many blocks and sentences it had."""
+        # mget reads the translog, so documents of an unrefreshed (killed) run are seen too.
+        found = self.client.mget(
+            index=self.options.index, body={"ids": ids},
+            _source_includes="content_hash,n_blocks,n_title_sentences,n_abstract_sentences",
+        )
+        return {d["_id"]: d["_source"] for d in found["docs"] if d.get("found")}
+
+    def _stale(self, doc_id: str, before: dict | None, n_blocks: int, extent: Counter) -> Iterator[dict]:
+        """Deletions of what an earlier version of the document had beyond what this one has."""
+        if not before:
+            return
+        for n in range(n_blocks, before.get("n_blocks") or 0):
+            yield {"_op_type": "delete", "_index": self.options.index, "_id": block_id(doc_id, n)}
+        if self.sentences_index:
+            for section in ("title", "abstract"):
+                for n in range(extent[section], before.get(f"n_{section}_sentences") or 0):
+                    yield {"_op_type": "delete", "_index": self.sentences_index,
+                           "_id": sentence_id(doc_id, section, n)}
+
+    # Writing -----------------------------------------------------------------------------------------------
+    def _write(self, prepared: _Prepared, records: int) -> tuple[list[WriteFailure], int, int]:
+        failures = self._writer.write(prepared.first)
+        broken = {prepared.owners[f.index, f.id] for f in failures}
+        # A document with a missing part gets no block 0, so the next run writes it again.
+        complete = [action for doc_id, action in prepared.last.items() if doc_id not in broken]
+        last_failures = self._writer.write(complete)
+        return failures + last_failures, len(complete) - len(last_failures), records
+
+    def _finish(self, result: tuple[list[WriteFailure], int, int], report: IndexReport,
+                rejects: _RejectsFile, progress: Progress | None) -> None:
+        failures, indexed, records = result
+        report.indexed += indexed
+        report.failed += len({f.id for f in failures})
+        for f in failures:
+            rejects.write(f.index, 0, f.id, f"indexing failed: {f.reason}")
+        if progress is not None:
+            progress(records)
+
+
+class _RejectsFile:
+    """Opened on the first reject only, so a clean run leaves no empty file behind."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.used = False
+        self._file: TextIO | None = None
+
+    def write(self, source: str, line: int, doc_id: str | None, reason: str) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("w", encoding="utf-8")
+            self._file.write("source\tline\tid\treason\n")
+            self.used = True
+        clean = " ".join(reason.split())
+        self._file.write(f"{source}\t{line}\t{doc_id or ''}\t{clean}\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()

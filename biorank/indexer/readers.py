@@ -1,0 +1,428 @@
+"""Streaming readers for collections of abstracts: one interface, one typed record per input record.
+
+Every reader yields :class:`Abstract` for a usable record and :class:`Rejected` for one that is not, with its
+1-based line, so a bad record is counted and reported instead of stopping the run or vanishing. Only problems
+with the whole file (missing, unreadable, unknown or undetectable format) raise :class:`ReaderError`, and they
+do so when :func:`read_records` is called, before anything is indexed; the one exception is a file given as
+pubmed that turns out not to be XML, which is found on the first record.
+
+Files are read as a stream (plain or gzip, told apart by their first bytes, not their name), so memory stays
+bounded whatever the collection's size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from biorank.errors import BiorankError
+from biorank.indexer.records import Abstract, Rejected
+
+if TYPE_CHECKING:
+    from lxml import etree
+
+FORMATS: tuple[str, ...] = ("auto", "pubmed", "scifact", "beir", "nfcorpus", "bioasq", "jsonl")
+
+Record = Abstract | Rejected
+
+
+class ReaderError(BiorankError):
+    """The file as a whole cannot be read: missing, unreadable, or in a format that is unknown or not detectable."""
+
+
+class _BadRecord(Exception):
+    """Raised while parsing one record; the reader turns it into a Rejected and goes on with the next."""
+
+    def __init__(self, reason: str, id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.id = id
+
+
+@dataclass(frozen=True)
+class _JsonLayout:
+    """Where a JSON Lines format keeps id, title and text; ``text_kind`` is list (sentences), str, or None (either)."""
+
+    id: str
+    title: str
+    text: str
+    text_kind: type | None
+
+
+_LAYOUTS: dict[str, _JsonLayout] = {
+    "scifact": _JsonLayout("doc_id", "title", "abstract", list),
+    "beir": _JsonLayout("_id", "title", "text", str),
+    "bioasq": _JsonLayout("pmid", "title", "abstract", str),
+    "jsonl": _JsonLayout("id", "title", "text", None),
+}
+
+# Decompression and I/O failures part-way through a file (truncated or corrupt gzip).
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def read_records(
+    path: str | Path,
+    format: str = "auto",
+    *,
+    id_field: str | None = None,
+    title_field: str | None = None,
+    text_field: str | None = None,
+) -> Iterator[Record]:
+    """Stream the records of ``path`` as Abstract or Rejected, in file order.
+
+    ``format`` is one of :data:`FORMATS`; ``"auto"`` asks :func:`detect_format`. For the JSON Lines formats,
+    ``id_field``/``title_field``/``text_field`` override where the format keeps those values, and with
+    ``"auto"`` they make an otherwise unknown JSON Lines file readable as ``jsonl``. File-level problems raise
+    :class:`ReaderError` here, at the call, rather than part-way through an indexing run.
+    """
+    if format not in FORMATS:
+        raise ReaderError(f"unknown format {format!r}: choose one of {', '.join(FORMATS)}")
+    file = _readable_file(path)
+    source = str(path)
+    overrides = {"id": id_field, "title": title_field, "text": text_field}
+    explicit = {key: value for key, value in overrides.items() if value is not None}
+    if format == "auto":
+        format = _detect(file, source, fallback="jsonl" if explicit else None)
+    if format == "pubmed":
+        _refuse_fields(format, explicit)
+        return _read_pubmed(file, source)
+    if format == "nfcorpus":
+        _refuse_fields(format, explicit)
+        return _read_lines(file, source, _nfcorpus_record)
+    layout = replace(_LAYOUTS[format], **explicit)
+    return _read_lines(file, source, partial(_json_record, layout=layout))
+
+
+def detect_format(path: str | Path) -> str:
+    """Name the format of ``path`` from its file name and first non-empty record only, so it costs one line.
+
+    ``.xml``/``.xml.gz`` (or a first line that is markup) is pubmed, ``.docs`` is nfcorpus; JSON Lines are told
+    apart by the fields of the first record. Raises :class:`ReaderError` saying which ``--format`` to pass when
+    the file matches none of them.
+    """
+    return _detect(_readable_file(path), str(path), fallback=None)
+
+
+def _detect(file: Path, source: str, fallback: str | None) -> str:
+    name = file.name.lower().removesuffix(".gz")
+    if name.endswith(".xml"):
+        return "pubmed"
+    if name.endswith(".docs"):
+        return "nfcorpus"
+    first = _first_line(file, source)
+    if first.startswith("<"):
+        return "pubmed"
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        raise ReaderError(
+            f"cannot tell the format of {source}: its first record is neither XML nor JSON; pass --format"
+        ) from None
+    found = _json_format(obj)
+    if found:
+        return found
+    if fallback:
+        return fallback
+    fields = ", ".join(map(str, obj)) if isinstance(obj, dict) else _json_type(obj)
+    raise ReaderError(
+        f"cannot tell the format of {source}: its first record ({fields}) matches none of scifact "
+        "(doc_id + abstract list), beir (_id + text) or bioasq (pmid + abstract); "
+        "pass --format jsonl --id-field ID --title-field TITLE --text-field TEXT"
+    )
+
+
+def _json_format(obj: object) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    if "doc_id" in obj and isinstance(obj.get("abstract"), list):
+        return "scifact"
+    if "_id" in obj and "text" in obj:
+        return "beir"
+    if "pmid" in obj and "abstract" in obj:
+        return "bioasq"
+    return None
+
+
+def _refuse_fields(format: str, explicit: dict[str, str]) -> None:
+    if explicit:
+        flags = ", ".join(f"--{key}-field" for key in explicit)
+        raise ReaderError(f"{flags} only apply to JSON Lines formats, not to {format}")
+
+
+def _readable_file(path: str | Path) -> Path:
+    file = Path(path)
+    if not file.exists():
+        raise ReaderError(f"no such file: {path}")
+    if file.is_dir():
+        raise ReaderError(f"{path} is a directory; give the collection file itself")
+    try:
+        # A first read through the decompressor catches an unreadable file or a broken gzip header now.
+        with _open_binary(file) as stream:
+            stream.read(1)
+    except _READ_ERRORS as exc:
+        raise ReaderError(f"cannot read {path}: {exc}") from None
+    return file
+
+
+def _open_binary(file: Path) -> IO[bytes]:
+    # The magic number, not the name, decides: renamed or re-compressed files are common in shared data folders.
+    with file.open("rb") as probe:
+        gzipped = probe.read(2) == b"\x1f\x8b"
+    return gzip.open(file, "rb") if gzipped else file.open("rb")
+
+
+def _first_line(file: Path, source: str) -> str:
+    try:
+        with _open_binary(file) as stream:
+            for raw in stream:
+                text = _decode(raw, first=True).strip()
+                if text:
+                    return text
+    except _READ_ERRORS as exc:
+        raise ReaderError(f"cannot read {source}: {exc}") from None
+    except _BadRecord as bad:
+        raise ReaderError(f"cannot tell the format of {source}: its first record is {bad.reason}") from None
+    raise ReaderError(f"cannot tell the format of {source}: the file is empty")
+
+
+# --- line formats --------------------------------------------------------------------------------------------
+
+
+def _read_lines(file: Path, source: str, parse: Callable[[str, str, int], Abstract]) -> Iterator[Record]:
+    number = 0
+    with _open_binary(file) as stream:
+        try:
+            for number, raw in enumerate(stream, start=1):
+                try:
+                    text = _decode(raw, first=number == 1)
+                    if text.strip():
+                        yield parse(text, source, number)
+                except _BadRecord as bad:
+                    yield Rejected(source, number, bad.id, bad.reason)
+        except _READ_ERRORS as exc:
+            yield Rejected(source, number + 1, None, f"file unreadable from here on, the rest was skipped: {exc}")
+
+
+def _decode(raw: bytes, *, first: bool) -> str:
+    # Decoding line by line confines a bad byte to its own record instead of failing the whole file.
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BadRecord(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+    return text.removeprefix("\ufeff") if first else text
+
+
+def _nfcorpus_record(text: str, source: str, line: int) -> Abstract:
+    doc_id, tab, body = text.rstrip("\r\n").partition("\t")
+    if not tab:
+        raise _BadRecord("expected ID<TAB>TEXT, found no tab")
+    doc_id = doc_id.strip()
+    if not doc_id:
+        raise _BadRecord("empty id")
+    return _abstract(doc_id, "", body, None, source, line, empty="empty text")
+
+
+def _json_record(text: str, source: str, line: int, *, layout: _JsonLayout) -> Abstract:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _BadRecord(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(obj, dict):
+        raise _BadRecord(f"expected a JSON object, got {_json_type(obj)}")
+    doc_id = _json_id(obj, layout.id)
+    title = obj.get(layout.title)
+    if title is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise _BadRecord(f"field {layout.title!r} must be a string, got {_json_type(title)}", doc_id)
+    abstract, sentences = _json_text(obj.get(layout.text), layout, doc_id)
+    return _abstract(doc_id, title, abstract, sentences, source, line, empty=f"empty {layout.title} and {layout.text}")
+
+
+def _json_id(obj: dict, field: str) -> str:
+    value = obj.get(field)
+    if value is None:
+        raise _BadRecord(f"missing id field {field!r}")
+    # bool is an int subclass, but true/false is never a meant id.
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _BadRecord(f"id field {field!r} must be a string or integer, got {_json_type(value)}")
+    doc_id = str(value).strip()
+    if not doc_id:
+        raise _BadRecord(f"empty id field {field!r}")
+    return doc_id
+
+
+def _json_text(value: object, layout: _JsonLayout, doc_id: str) -> tuple[str, tuple[str, ...] | None]:
+    """The abstract text, and the source's sentences when it gives a list.
+
+    Sentences are stripped (SciFact's often end in a newline or space) and never dropped, even when empty, so
+    sentence ``i`` stays the source's sentence ``i``; the abstract is their join by single spaces, which is what
+    character offsets into it refer to.
+    """
+    if value is None:
+        value = [] if layout.text_kind is list else ""
+    if isinstance(value, str) and layout.text_kind is not list:
+        return value, None
+    if isinstance(value, list) and layout.text_kind is not str and all(isinstance(s, str) for s in value):
+        sentences = tuple(s.strip() for s in value)
+        return " ".join(sentences), sentences
+    wanted = {list: "a list of strings", str: "a string", None: "a string or a list of strings"}[layout.text_kind]
+    raise _BadRecord(f"field {layout.text!r} must be {wanted}, got {_json_type(value)}", doc_id)
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _abstract(
+    doc_id: str,
+    title: str,
+    abstract: str,
+    sentences: tuple[str, ...] | None,
+    source: str,
+    line: int,
+    *,
+    empty: str,
+    journal: str | None = None,
+    year: int | None = None,
+    mesh: tuple[str, ...] = (),
+) -> Abstract:
+    if not title.strip() and not abstract.strip():
+        raise _BadRecord(empty, doc_id)
+    return Abstract(doc_id, title, abstract, sentences, journal, year, mesh, source, line)
+
+
+# --- PubMed / MEDLINE XML ------------------------------------------------------------------------------------
+
+# PubmedArticleSet wraps MedlineCitation in PubmedArticle; the old MedlineCitationSet has it bare.
+_PUBMED_TAGS = ("PubmedArticle", "MedlineCitation", "DeleteCitation", "PubmedBookArticle")
+_PUBMED_ROOTS = ("PubmedArticleSet", "MedlineCitationSet")
+_YEAR = re.compile(r"\d{4}")
+_EDGE_BREAK = re.compile(r"^(?:\r?\n[ \t]*)+|(?:\r?\n[ \t]*)+$")
+_INNER_BREAK = re.compile(r"[ \t]*\r?\n\s*")
+
+
+def _read_pubmed(file: Path, source: str) -> Iterator[Record]:
+    # Imported here so the JSON Lines readers work without lxml installed.
+    from lxml import etree
+
+    line = 0
+    with _open_binary(file) as stream:
+        events = etree.iterparse(stream, events=("end",), tag=_PUBMED_TAGS, resolve_entities=False, no_network=True)
+        try:
+            for _, element in events:
+                if element.tag == "MedlineCitation" and _parent_tag(element) == "PubmedArticle":
+                    continue  # read with its PubmedArticle, which ends next
+                line = element.sourceline or line
+                yield from _pubmed_element(element, source)
+                _release(element)
+        except etree.XMLSyntaxError as exc:
+            if not line:
+                raise ReaderError(f"{source} is not PubMed XML: {exc.msg}") from None
+            yield Rejected(source, exc.lineno, None, f"malformed XML, the rest of the file was skipped: {exc.msg}")
+            return
+        except _READ_ERRORS as exc:
+            # The parser does not say how far it got; the last record read is the best place to point at.
+            yield Rejected(source, line, None, f"file unreadable after this record, the rest was skipped: {exc}")
+            return
+    if not line and events.root is not None and events.root.tag not in _PUBMED_ROOTS:
+        raise ReaderError(f"{source} has no PubMed records: its root is <{events.root.tag}>, not PubmedArticleSet")
+
+
+def _parent_tag(element: etree._Element) -> str | None:
+    parent = element.getparent()
+    return None if parent is None else parent.tag
+
+
+def _release(element: etree._Element) -> None:
+    # iterparse keeps building the whole tree; dropping each finished record keeps memory bounded.
+    element.clear(keep_tail=True)
+    parent = element.getparent()
+    if parent is not None:
+        while element.getprevious() is not None:
+            del parent[0]
+
+
+def _pubmed_element(element: etree._Element, source: str) -> Iterator[Record]:
+    line = element.sourceline or 0
+    if element.tag == "DeleteCitation":
+        for pmid in element.iterfind("PMID"):
+            yield Rejected(source, pmid.sourceline or line, _inner_text(pmid) or None, "deleted citation")
+    elif element.tag == "PubmedBookArticle":
+        pmid = _inner_text(element.find("BookDocument/PMID")) or None
+        yield Rejected(source, line, pmid, "PubMed book record (PubmedBookArticle), not read")
+    else:
+        citation = element if element.tag == "MedlineCitation" else element.find("MedlineCitation")
+        try:
+            yield _citation(citation, source, line)
+        except _BadRecord as bad:
+            yield Rejected(source, line, bad.id, bad.reason)
+
+
+def _citation(citation: etree._Element | None, source: str, line: int) -> Abstract:
+    if citation is None:
+        raise _BadRecord("PubmedArticle without a MedlineCitation")
+    pmid = _inner_text(citation.find("PMID"))
+    if not pmid:
+        raise _BadRecord("citation without a PMID")
+    article = citation.find("Article")
+    if article is None:
+        raise _BadRecord("citation without an Article", pmid)
+    return _abstract(
+        pmid,
+        _inner_text(article.find("ArticleTitle")),
+        _join_sections(article.iterfind("Abstract/AbstractText")),
+        None,
+        source,
+        line,
+        empty="empty title and abstract",
+        journal=_inner_text(article.find("Journal/Title")) or None,
+        year=_pubmed_year(article),
+        mesh=tuple(_inner_text(name) for name in citation.iterfind("MeshHeadingList/MeshHeading/DescriptorName")),
+    )
+
+
+def _join_sections(sections: Iterator[etree._Element]) -> str:
+    """Join AbstractText sections the way BioASQ does, so its gold snippet offsets index our text.
+
+    A labelled section becomes ``"LABEL: text"``, and sections follow each other with no separator at all
+    (``"...interaction data.RESULTS: An object..."``). Each section's text is stripped first: 2016 MEDLINE files
+    end many unlabelled sections with a space.
+    """
+    parts = []
+    for section in sections:
+        text = _inner_text(section)
+        label = (section.get("Label") or "").strip()
+        parts.append(f"{label}: {text}" if label else text)
+    return "".join(parts)
+
+
+def _inner_text(element: etree._Element | None) -> str:
+    """The element's text with that of inline markup (``<sub>``, ``<i>``, ...) kept in place.
+
+    Pretty-printed PubMed XML puts a line break and indentation next to inline tags (``β\\n\\t\\t<sub>2</sub>``):
+    that is layout, so it is dropped at a tag boundary and becomes one space inside a text run.
+    """
+    if element is None:
+        return ""
+    chunks = (
+        _INNER_BREAK.sub(" ", _EDGE_BREAK.sub("", chunk)) if "\n" in chunk else chunk for chunk in element.itertext()
+    )
+    return "".join(chunks).strip()
+
+
+def _pubmed_year(article: etree._Element) -> int | None:
+    # PubDate has Year, or only a free-text MedlineDate ("1998 Dec-1999 Jan"); ArticleDate is the e-pub date.
+    for path in ("Journal/JournalIssue/PubDate/Year", "Journal/JournalIssue/PubDate/MedlineDate", "ArticleDate/Year"):
+        match = _YEAR.search(article.findtext(path) or "")
+        if match:
+            return int(match.group())
+    return None

@@ -1,0 +1,317 @@
+"""First-stage retrieval: BM25, dense, and Ma et al.'s exact hybrid, with typed hits that show their parts.
+
+Every mode returns one hit per document: the documents index holds one entry per block, and requests
+collapse on ``id`` so a document is represented by its best block (MaxP). Modes:
+
+- ``bm25``: BM25 over a field set (:data:`FIELD_SETS`); ``text`` (title + abstract, one entry per document) is
+  the BEIR baseline, ``passage`` the same per block, ``wordpieces``/``wordpieces+bigrams`` the encoder's word
+  pieces (query tokenised by the index's encoder) with or without word-piece bigrams;
+- ``dense``: approximate kNN on the Lucene HNSW graph; ``dense-exact``: ``⟨q, v⟩`` of every block, by script;
+- ``hybrid``: ``λ·BM25(q, p) + ⟨q, p⟩`` of every block, inside OpenSearch (``script_score``);
+- ``hybrid-approx``: the same exact score, over the union of the BM25 top K and the kNN top K blocks only
+  (equal to ``hybrid`` when K covers the index; the mode for large collections);
+- ``rrf``, ``minmax``: client-side fusion of the BM25 and kNN top K, as reciprocal ranks (Cormack et al.) or as
+  min-max normalised scores averaged with equal weights (what OpenSearch's neural-search does), for comparison.
+
+User text reaches the cluster only as ``match`` text and as script ``params``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from biorank.errors import BiorankError
+from biorank.indexer.indices import check_index_meta
+from biorank.ranker.fusion import minmax_fusion, rrf_fusion
+from biorank.ranker.hybrid import DENSE_SCRIPT, MATCH_ALL, dense_script_field, hybrid_query
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from biorank.indexer.encoder import Encoder
+
+MODES = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax")
+FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
+DEFAULT_LAMBDA = 0.05
+"""λ when the index has no tuned one: the best on a dev split of SciFact train (``biorank tune-lambda``)."""
+MAX_QUERY_CHARS = 4000
+SHIFT = 1.0  # keeps script scores non-negative; unit vectors give ⟨q, p⟩ >= -1
+
+
+class QueryError(BiorankError):
+    """A query that cannot be run as given (empty, too long, unknown mode)."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How the first stage searches. ``lam=None`` takes the index's tuned λ, else :data:`DEFAULT_LAMBDA`.
+
+    ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that
+    combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
+    ``hybrid-approx``, ``rrf`` and ``minmax``.
+    """
+
+    mode: str = "hybrid"
+    lam: float | None = None
+    fields: str | None = None
+    candidates: int = 1000
+    rrf_k: int = 60
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise QueryError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.fields is not None and self.fields not in FIELD_SETS:
+            raise QueryError(f"unknown field set {self.fields!r}; choose one of {', '.join(FIELD_SETS)}")
+        if self.lam is not None and self.lam < 0:
+            raise QueryError("λ must be >= 0")
+        if self.candidates < 1:
+            raise QueryError("candidates must be at least 1")
+
+    @property
+    def field_set(self) -> str:
+        return self.fields or ("text" if self.mode == "bm25" else "passage")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One document found; the score parts that apply to the mode are set, the others are None."""
+
+    id: str
+    title: str
+    rank: int
+    score: float
+    """What the ranking used: the mode's final score."""
+    bm25: float | None = None
+    dense: float | None = None
+    """⟨q, p⟩ of the document's best block (cosine: vectors are unit length)."""
+    hybrid: float | None = None
+    """λ·bm25 + dense."""
+    block: int = 0
+    explanation: dict | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict:
+        """The hit as JSON-ready data, without the parts that do not apply and without the explanation."""
+        return {k: v for k, v in self.__dict__.items() if v is not None and k != "explanation"}
+
+
+def _collapse() -> dict:
+    return {"field": "id"}
+
+
+class Searcher:
+    """Searches one biorank documents index.
+
+    >>> hits = Searcher(client, "scifact").search("vitamin B12 and homocysteine", k=10)  # doctest: +SKIP
+    """
+
+    def __init__(self, client: OpenSearch, index: str, settings: SearchSettings | None = None, *,
+                 encoder: Encoder | None = None) -> None:
+        self.client = client
+        self.index = index
+        self.settings = settings or SearchSettings()
+        self.meta = check_index_meta(client, index)
+        self._encoder = encoder
+        if encoder is not None and self._needs_encoder:
+            check_index_meta(client, index, model=encoder.model_name)
+
+    @property
+    def lam(self) -> float:
+        if self.settings.lam is not None:
+            return self.settings.lam
+        return float(self.meta.get("lambda", DEFAULT_LAMBDA))
+
+    @property
+    def _needs_encoder(self) -> bool:
+        return self.settings.mode != "bm25" or self.settings.field_set.startswith("wordpieces")
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            from biorank.indexer.encoder import Encoder
+
+            model = self.meta.get("model", "")
+            # The index records "name@version-or-digest"; the name is what the encoder is loaded by.
+            self._encoder = Encoder(model.rsplit("@", 1)[0])
+            check_index_meta(self.client, self.index, model=self._encoder.model_name)
+        return self._encoder
+
+    def with_settings(self, **changes: Any) -> Searcher:
+        """The same index, client and encoder with other settings (a λ grid, another mode)."""
+        clone = Searcher.__new__(Searcher)
+        clone.__dict__.update(self.__dict__)
+        clone.settings = replace(self.settings, **changes)
+        return clone
+
+    # Public API ------------------------------------------------------------------------------------------
+    def search(self, query: str, k: int = 10, *, explain: bool = False) -> list[Hit]:
+        return self.search_many({"q": query}, k, explain=explain)["q"]
+
+    def search_many(self, queries: Mapping[str, str], k: int = 10, *, explain: bool = False,
+                    batch: int = 32, progress: Callable[[int], None] | None = None,
+                    vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
+        """Hits of every query, sent ``batch`` queries per ``_msearch``; ``progress`` gets queries done.
+
+        ``vectors`` are the queries' vectors when the caller has them already (a λ grid runs the same
+        queries many times); otherwise each batch is encoded in one call.
+        """
+        results: dict[str, list[Hit]] = {}
+        items = list(queries.items())
+        for start in range(0, len(items), batch):
+            chunk = dict(items[start : start + batch])
+            results.update(self._search_chunk(chunk, k, explain, vectors=vectors))
+            if progress is not None:
+                progress(len(chunk))
+        return results
+
+    def requests(self, query: str, k: int = 10) -> list[dict]:
+        """Every request body the cluster sees for ``query``, in order (the second needs the first's answer,
+        so for the two-step modes it is shown with the candidates of a real run)."""
+        sent: list[dict] = []
+        self._search_chunk({"q": query}, k, False, sent)
+        return sent
+
+    # Internals -------------------------------------------------------------------------------------------
+    def _search_chunk(self, queries: dict[str, str], k: int, explain: bool, sent: list[dict] | None = None,
+                      vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
+        for qid, text in queries.items():
+            _check_query(qid, text)
+        mode = self.settings.mode
+        if mode == "bm25":
+            vectors = {}
+        elif vectors is None or not queries.keys() <= vectors.keys():
+            vectors = encode_queries(self.encoder, queries)
+        pieces = self._pieces(queries)
+        if mode in ("bm25", "dense", "dense-exact", "hybrid"):
+            bodies = {q: self._final_body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
+                      for q in queries}
+            answers = self._msearch(bodies, sent)
+            return {q: self._hits(answers[q], mode) for q in queries}
+
+        K = self.settings.candidates
+        first: dict[tuple[str, str], dict] = {}
+        for q in queries:
+            first[(q, "bm25")] = self._final_body("bm25", queries[q], None, pieces.get(q), K, MATCH_ALL, False,
+                                                  light=True)
+            first[(q, "dense")] = self._final_body("dense", queries[q], vectors[q], None, K, MATCH_ALL, False,
+                                                   light=True)
+        answers = self._msearch(first, sent)
+        if mode == "hybrid-approx":
+            bodies = {}
+            for q in queries:
+                # Every block of a candidate document is scored: its best hybrid block need not be the best
+                # BM25 block nor the best kNN block.
+                docs = sorted({h["_source"]["id"] for side in ("bm25", "dense")
+                               for h in answers[(q, side)]["hits"]["hits"]})
+                candidates = {"terms": {"id": docs}}
+                bodies[q] = self._final_body("hybrid", queries[q], vectors[q], pieces.get(q), k, candidates,
+                                             explain)
+            final = self._msearch(bodies, sent)
+            return {q: self._hits(final[q], "hybrid") for q in queries}
+        fuse = rrf_fusion if mode == "rrf" else minmax_fusion
+        results = {}
+        for q in queries:
+            bm25_hits = self._hits(answers[(q, "bm25")], "bm25")
+            dense_hits = self._hits(answers[(q, "dense")], "dense")
+            results[q] = fuse(bm25_hits, dense_hits, k=k, rrf_k=self.settings.rrf_k)
+        return results
+
+    def _pieces(self, queries: dict[str, str]) -> dict[str, str]:
+        if not self.settings.field_set.startswith("wordpieces"):
+            return {}
+        tokenized = self.encoder.tokenize_batch(list(queries.values()))
+        return {q: " ".join(p) for q, p in zip(queries, tokenized, strict=True)}
+
+    def _text_query(self, text: str, pieces: str | None) -> dict:
+        fields = self.settings.field_set
+        if fields == "title+abstract":
+            return {"multi_match": {"query": text, "fields": ["title", "abstract"], "type": "most_fields"}}
+        if fields == "wordpieces":
+            return {"match": {"wordpieces": pieces}}
+        if fields == "wordpieces+bigrams":
+            return {"bool": {"should": [{"match": {"wordpieces": pieces}},
+                                        {"match": {"wordpieces.bigrams": pieces}}]}}
+        return {"match": {fields: text}}
+
+    def _final_body(self, mode: str, text: str, vector: list[float] | None, pieces: str | None, size: int,
+                    candidates: dict, explain: bool, *, light: bool = False) -> dict:
+        body: dict = {"size": size, "collapse": _collapse(), "_source": ["id", "title", "block"]}
+        if light:
+            # Candidate lists need ids and scores only.
+            body["_source"] = ["id"]
+        if mode == "bm25":
+            body["query"] = self._text_query(text, pieces)
+        elif mode == "dense":
+            # kNN returns blocks; asking for more than ``size`` leaves enough documents after collapsing.
+            body["query"] = {"knn": {"embedding": {"vector": vector, "k": max(size * 3, 100)}}}
+        elif mode == "dense-exact":
+            body["query"] = {"script_score": {"query": candidates, "script": {
+                "source": f"params.shift + ({DENSE_SCRIPT})",
+                "params": {"field": "embedding", "query_vector": vector, "shift": SHIFT}}}}
+        else:
+            body["query"] = hybrid_query(self._text_query(text, pieces), vector, lam=self.lam,
+                                         candidates=candidates, shift=SHIFT)
+            body["script_fields"] = {"dense": dense_script_field(vector)}
+        if explain:
+            body["explain"] = True
+        return body
+
+    def _msearch(self, bodies: Mapping[Any, dict], sent: list[dict] | None) -> dict[Any, dict]:
+        keys = list(bodies)
+        if sent is not None:
+            sent.extend(bodies[key] for key in keys)
+        lines: list[dict] = []
+        for key in keys:
+            lines += [{"index": self.index}, bodies[key]]
+        responses = self.client.msearch(body=lines)["responses"]
+        answers = {}
+        for key, response in zip(keys, responses, strict=True):
+            if "error" in response:
+                error = response["error"]
+                reason = error.get("root_cause", [error])[0].get("reason", error) if isinstance(error, dict) else error
+                raise BiorankError(f"OpenSearch refused the {self.settings.mode} query on {self.index!r}: {reason}")
+            answers[key] = response
+        return answers
+
+    def _hits(self, response: dict, mode: str) -> list[Hit]:
+        return list(_parse_hits(response["hits"]["hits"], mode, self.lam))
+
+
+def encode_queries(encoder: Encoder, queries: Mapping[str, str]) -> dict[str, list[float]]:
+    """Query id -> unit vector, in one encoder call."""
+    matrix = encoder.encode(list(queries.values()))
+    return {q: row.tolist() for q, row in zip(queries, matrix, strict=True)}
+
+
+def _check_query(qid: str, text: str) -> None:
+    if not text or not text.strip():
+        raise QueryError(f"query {qid!r} is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"query {qid!r} has {len(text)} characters; at most {MAX_QUERY_CHARS} are accepted")
+
+
+def lucene_inner_product(score: float) -> float:
+    """⟨q, p⟩ back from a Lucene ``innerproduct`` kNN score (1 + ip for ip >= 0, 1 / (1 - ip) below)."""
+    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+
+
+def _parse_hits(raw: Sequence[dict], mode: str, lam: float) -> Iterator[Hit]:
+    for rank, h in enumerate(raw, 1):
+        source = h.get("_source", {})
+        score = float(h["_score"])
+        common = {"id": source.get("id", h["_id"]), "title": source.get("title", ""), "rank": rank,
+                  "block": source.get("block", 0), "explanation": h.get("_explanation")}
+        if mode == "bm25":
+            yield Hit(score=score, bm25=score, **common)
+        elif mode == "dense":
+            dense = lucene_inner_product(score)
+            yield Hit(score=dense, dense=dense, **common)
+        elif mode == "dense-exact":
+            yield Hit(score=score - SHIFT, dense=score - SHIFT, **common)
+        else:
+            dense = float(h["fields"]["dense"][0])
+            hybrid = score - SHIFT
+            # The BM25 part is what is left of the score; with λ = 0 it did not count and is not known.
+            bm25 = (hybrid - dense) / lam if lam > 0 else None
+            yield Hit(score=hybrid, bm25=bm25, dense=dense, hybrid=hybrid, **common)

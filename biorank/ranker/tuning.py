@@ -1,0 +1,62 @@
+"""Tuning λ of the hybrid: a grid search on a development set, as Ma et al. did, stored with the index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from biorank.evaluation.measures import Qrels, evaluate, run_from_hits
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from biorank.ranker.searcher import Searcher
+
+
+def tune_lambda_grid(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, lambdas: Sequence[float],
+                     metric: str, *, depth: int = 100,
+                     progress: Callable[[int], None] | None = None) -> dict[float, float]:
+    """``metric`` of the exact hybrid at each λ; the queries are encoded once, not once per λ."""
+    from biorank.ranker.searcher import encode_queries
+
+    vectors = encode_queries(searcher.encoder, queries)
+    table = {}
+    for lam in lambdas:
+        hits = searcher.with_settings(mode="hybrid", lam=lam).search_many(
+            queries, depth, progress=progress, vectors=vectors)
+        table[lam] = evaluate(run_from_hits(hits), {q: qrels[q] for q in queries}, [metric])[metric]
+    return table
+
+
+def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    lambdas = sorted(table)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(lambdas, [table[lam] for lam in lambdas], marker="o")
+    best = max(table, key=lambda lam: (table[lam], -lam))
+    ax.axvline(best, color="grey", linestyle="--", linewidth=1)
+    ax.annotate(f"λ = {best:g}: {table[best]:.4f}", (best, table[best]), textcoords="offset points",
+                xytext=(8, -14))
+    if lambdas[0] > 0 or len([x for x in lambdas if x > 0]) > 2:
+        ax.set_xscale("symlog", linthresh=min(x for x in lambdas if x > 0))
+    ax.set_xlabel("λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)")
+    ax.set_ylabel(metric)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: object) -> None:
+    """Record λ (and how it was found) in the index's ``_meta``, which hybrid searches read."""
+    mapping = client.indices.get_mapping(index=index)
+    meta = next(iter(mapping.values()))["mappings"].get("_meta", {})
+    # _meta is replaced as a whole by a mapping update, so the rest of the record is sent back with it.
+    biorank = {**meta.get("biorank", {}), "lambda": lam, "lambda_tuning": provenance}
+    client.indices.put_mapping(index=index, body={"_meta": {**meta, "biorank": biorank}})

@@ -1,0 +1,110 @@
+"""Shared fixtures: the real development data beside the repository, and a real OpenSearch node."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opensearchpy import OpenSearch
+
+from biorank.cluster.client import connect
+from biorank.cluster.container import docker_available, opensearch_container
+from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
+from biorank.config import ConnectionSettings
+
+# CI clones the repository with shared/ beside it, exactly as the developers' machines have it.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        raise RuntimeError(f"the development data is missing: expected {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def _test_node_port() -> int:
+    # Stay off 9200 so a developer's own node keeps running beside the tests.
+    for port in range(19200, 19300):
+        if port_is_free(port):
+            return port
+    raise RuntimeError("no free port in 19200-19299 for the test node")
+
+
+@pytest.fixture(scope="session")
+def opensearch_url() -> Iterator[str]:
+    """A real cluster: BIORANK_TEST_URL, else a container where Docker runs, else biorank's local node."""
+    if os.environ.get("BIORANK_TEST_URL"):
+        yield os.environ["BIORANK_TEST_URL"]
+    elif docker_available():
+        with opensearch_container() as container:
+            yield f"http://{container.get_container_host_ip()}:{container.get_exposed_port(9200)}"
+    else:
+        # Not under pytest's tmp dirs: those are private to root, and as root the node runs as another user.
+        home = Path(tempfile.mkdtemp(prefix="biorank-test-node-"))
+        home.chmod(0o755)
+        node = LocalNode(NodeSettings(home=home, port=_test_node_port()))
+        try:
+            yield node.start()
+        finally:
+            node.stop()
+            shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def opensearch(opensearch_url: str) -> OpenSearch:
+    return connect(ConnectionSettings.from_env().with_overrides(url=opensearch_url))
+
+
+@pytest.fixture
+def index_name(opensearch: OpenSearch) -> Iterator[str]:
+    """A fresh index name, deleted after the test whatever happens."""
+    name = f"biorank-test-{uuid.uuid4().hex[:10]}"
+    yield name
+    opensearch.indices.delete(index=f"{name}*", ignore_unavailable=True, allow_no_indices=True)
+
+
+
+@pytest.fixture(scope="session")
+def default_encoder():
+    """The encoder biorank indexes with by default, loaded once for every test that indexes."""
+    from biorank.indexer.encoder import Encoder
+
+    return Encoder()
+
+
+@pytest.fixture(scope="session")
+def scifact_index(
+    opensearch: OpenSearch, shared_data: Path, default_encoder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, object]]:
+    """All 5,183 SciFact abstracts indexed by biorank's pipeline, once per session: (index name, report)."""
+    from biorank.indexer.indices import delete_indices
+    from biorank.indexer.pipeline import Indexer, IndexOptions
+
+    name = f"biorank-test-scifact-{uuid.uuid4().hex[:8]}"
+    rejects = tmp_path_factory.mktemp("scifact") / "rejects.tsv"
+    indexer = Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=default_encoder)
+    report = indexer.run([shared_data / "scifact" / "corpus.jsonl"])
+    yield name, report
+    delete_indices(opensearch, name)
+
+
+@pytest.fixture(scope="session")
+def sample_index(
+    opensearch: OpenSearch, default_encoder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The 300 bundled SciFact abstracts indexed by biorank's pipeline, once per session."""
+    from biorank.demo import sample_path
+    from biorank.indexer.indices import delete_indices
+    from biorank.indexer.pipeline import Indexer, IndexOptions
+
+    name = f"biorank-test-sample-{uuid.uuid4().hex[:8]}"
+    rejects = tmp_path_factory.mktemp("sample") / "rejects.tsv"
+    Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=default_encoder).run([sample_path()])
+    yield name
+    delete_indices(opensearch, name)

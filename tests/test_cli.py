@@ -1,0 +1,49 @@
+"""The command line as a user meets it: real cluster, real sample, one-line errors."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from biorank.cli import cli
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_indexes_the_sample_and_finds_the_vitamin_b12_abstracts(opensearch_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--url", opensearch_url, "demo", "-k", "3"])
+    assert result.exit_code == 0, result.output
+    assert "biorank-demo: 300 SciFact abstracts ready" in result.output
+    top = [m[2] for m in re.finditer(r"^\W*(\d+)\W+(\d+)\b", result.output, re.MULTILINE)]
+    assert len(top) == 3, result.output
+    # SciFact claims 35/37 (vitamin B12, homocysteine) cite abstracts 5152028 and 11705328.
+    assert {"5152028", "11705328"} & set(top), result.output
+
+
+def test_down_cluster_is_one_clear_line() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    result = CliRunner().invoke(cli, ["--url", url, "demo"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: cannot reach OpenSearch at {url}")
+    assert "Traceback" not in result.output
+
+
+def test_status_of_a_node_never_installed(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["cluster", "status"], env={"BIORANK_HOME": str(tmp_path)})
+    assert result.exit_code == 3
+    assert "installed: no" in result.output and "running:   no" in result.output
+
+
+def test_cli_start_up_stays_light() -> None:
+    code = "import sys, biorank.cli; print(sorted(m for m in ('torch', 'opensearchpy', 'numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

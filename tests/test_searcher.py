@@ -1,0 +1,205 @@
+"""The first stage on a real node over the 300 bundled SciFact abstracts, indexed by biorank's own pipeline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from opensearchpy import OpenSearch
+
+from biorank.cli import cli
+from biorank.indexer.encoder import Encoder, packaged_model_dir
+from biorank.indexer.indices import IndexMismatch, check_index_meta
+from biorank.ranker.fusion import minmax_fusion, rrf_fusion
+from biorank.ranker.hybrid import HYBRID_SCRIPT
+from biorank.ranker.searcher import Hit, QueryError, Searcher, SearchSettings
+
+QUERY = "Folic acid supplementation lowers homocysteine levels"
+HOSTILE = 'homocysteine"); return 1e9; // \'} {"script": "Math.random()"} params.lam = 1000;'
+
+
+def _searcher(opensearch: OpenSearch, index: str, encoder: Encoder, **settings) -> Searcher:
+    return Searcher(opensearch, index, SearchSettings(**settings), encoder=encoder)
+
+
+def _block_vector(opensearch: OpenSearch, index: str, entry_id: str) -> np.ndarray:
+    body = {"query": {"ids": {"values": [entry_id]}}, "_source": False,
+            "script_fields": {"v": {"script": {"source": "doc['embedding'].value"}}}}
+    values = opensearch.search(index=index, body=body)["hits"]["hits"][0]["fields"]["v"]
+    return np.array(values, dtype=np.float32).ravel()
+
+
+def _entry_id(hit: Hit) -> str:
+    return hit.id if hit.block == 0 else f"{hit.id}#{hit.block}"
+
+
+def test_hybrid_is_lambda_bm25_plus_dot_product(opensearch, sample_index, default_encoder) -> None:
+    lam = 0.07
+    hits = _searcher(opensearch, sample_index, default_encoder, lam=lam).search(QUERY, k=10)
+    q = default_encoder.encode([QUERY])[0]
+    assert len({h.id for h in hits}) == len(hits) == 10
+    for hit in hits:
+        explained = opensearch.explain(index=sample_index, id=_entry_id(hit),
+                                       body={"query": {"match": {"passage": QUERY}}})
+        bm25 = explained["explanation"]["value"] if explained["matched"] else 0.0
+        dense = float(q @ _block_vector(opensearch, sample_index, _entry_id(hit)))
+        assert hit.bm25 == pytest.approx(bm25, abs=1e-3)
+        assert hit.dense == pytest.approx(dense, abs=1e-3)
+        assert hit.score == pytest.approx(lam * bm25 + dense, abs=1e-4)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_lambda_zero_orders_like_exact_dense(opensearch, sample_index, default_encoder) -> None:
+    hybrid = _searcher(opensearch, sample_index, default_encoder, lam=0.0).search(QUERY, k=20)
+    dense = _searcher(opensearch, sample_index, default_encoder, mode="dense-exact").search(QUERY, k=20)
+    assert [h.id for h in hybrid] == [h.id for h in dense]
+    assert [h.score for h in hybrid] == pytest.approx([h.dense for h in dense], abs=1e-5)
+
+
+def test_a_huge_lambda_orders_like_bm25(opensearch, sample_index, default_encoder) -> None:
+    hybrid = _searcher(opensearch, sample_index, default_encoder, lam=1e4).search(QUERY, k=10)
+    bm25 = _searcher(opensearch, sample_index, default_encoder, mode="bm25", fields="passage").search(QUERY, k=10)
+    assert [h.id for h in hybrid] == [h.id for h in bm25]
+
+
+def test_approximate_equals_exact_when_k_covers_the_collection(opensearch, sample_index, default_encoder) -> None:
+    exact = _searcher(opensearch, sample_index, default_encoder).search(QUERY, k=50)
+    approx = _searcher(opensearch, sample_index, default_encoder, mode="hybrid-approx",
+                       candidates=300).search(QUERY, k=50)
+    assert [(h.id, h.block) for h in approx] == [(h.id, h.block) for h in exact]
+    assert [h.score for h in approx] == pytest.approx([h.score for h in exact], abs=1e-6)
+    # With few candidates it still scores them exactly: the top document is found by both lists.
+    small = _searcher(opensearch, sample_index, default_encoder, mode="hybrid-approx", candidates=5).search(QUERY)
+    assert small[0].id == exact[0].id and small[0].score == pytest.approx(exact[0].score, abs=1e-6)
+
+
+def test_dense_knn_agrees_with_exact_dense_on_a_small_index(opensearch, sample_index, default_encoder) -> None:
+    knn = _searcher(opensearch, sample_index, default_encoder, mode="dense").search(QUERY, k=10)
+    exact = _searcher(opensearch, sample_index, default_encoder, mode="dense-exact").search(QUERY, k=10)
+    assert [h.id for h in knn] == [h.id for h in exact]
+    assert [h.dense for h in knn] == pytest.approx([h.dense for h in exact], abs=1e-4)
+
+
+def test_blocks_collapse_to_one_hit_per_document(opensearch, sample_index, default_encoder) -> None:
+    # A sentence that sits in the second block of a long abstract finds the document through that block.
+    second = opensearch.search(index=sample_index, body={"size": 1, "query": {"term": {"block": 1}},
+                                                         "_source": ["id", "passage", "title"]})["hits"]["hits"][0]
+    passage = second["_source"]["passage"].removeprefix(second["_source"]["title"]).strip()
+    text = passage[:300]
+    for mode in ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax"):
+        fields = "passage" if mode == "bm25" else None
+        hits = _searcher(opensearch, sample_index, default_encoder, mode=mode, fields=fields).search(text, k=20)
+        assert len({h.id for h in hits}) == len(hits), mode
+        assert second["_source"]["id"] in [h.id for h in hits[:3]], mode
+    hybrid = _searcher(opensearch, sample_index, default_encoder).search(text, k=1)[0]
+    assert (hybrid.id, hybrid.block) == (second["_source"]["id"], 1)
+
+
+def test_word_piece_fields_search(opensearch, sample_index, default_encoder) -> None:
+    for fields in ("wordpieces", "wordpieces+bigrams", "title+abstract"):
+        hits = _searcher(opensearch, sample_index, default_encoder, mode="bm25", fields=fields).search(QUERY, k=10)
+        assert len(hits) == 10 and all(h.bm25 > 0 for h in hits), fields
+    plain = _searcher(opensearch, sample_index, default_encoder, mode="bm25", fields="wordpieces").search(QUERY)
+    bigrams = _searcher(opensearch, sample_index, default_encoder, mode="bm25",
+                        fields="wordpieces+bigrams").search(QUERY)
+    # Bigram matches add to the unigram score of documents that have the query's word-piece pairs.
+    assert bigrams[0].bm25 > plain[0].bm25
+
+
+def test_rrf_and_minmax_match_hand_computed_examples() -> None:
+    bm25 = [Hit("a", "", 1, 9.0, bm25=9.0), Hit("b", "", 2, 6.0, bm25=6.0), Hit("c", "", 3, 3.0, bm25=3.0)]
+    dense = [Hit("c", "", 1, 0.8, dense=0.8), Hit("a", "", 2, 0.6, dense=0.6), Hit("d", "", 3, 0.4, dense=0.4)]
+    fused = rrf_fusion(bm25, dense, k=4, rrf_k=60)
+    # a: 1/61 + 1/62; c: 1/63 + 1/61; b: 1/62; d: 1/63.
+    assert [h.id for h in fused] == ["a", "c", "b", "d"]
+    assert [h.score for h in fused] == pytest.approx([1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62, 1 / 63])
+    assert fused[0].bm25 == 9.0 and fused[0].dense == 0.6 and fused[2].dense is None
+    mm = minmax_fusion(bm25, dense, k=4)
+    # bm25 → a 1, b .5, c 0; dense → c 1, a .5, d 0; mean with missing = 0.
+    assert [(h.id, h.score) for h in mm] == [("a", pytest.approx(0.75)), ("c", pytest.approx(0.5)),
+                                             ("b", pytest.approx(0.25)), ("d", pytest.approx(0.0))]
+
+
+def test_user_text_never_changes_the_script(opensearch, sample_index, default_encoder) -> None:
+    for mode in ("hybrid", "hybrid-approx"):
+        searcher = _searcher(opensearch, sample_index, default_encoder, mode=mode)
+        final = searcher.requests(HOSTILE, k=5)[-1]
+        assert final["query"]["script_score"]["script"]["source"] == HYBRID_SCRIPT
+        assert final["query"]["script_score"]["query"]["bool"]["should"] == [{"match": {"passage": HOSTILE}}]
+        script = final["query"]["script_score"]["script"]
+        assert set(script["params"]) == {"field", "query_vector", "lam", "shift"}
+        assert all(isinstance(v, float) for v in (script["params"]["lam"], script["params"]["shift"]))
+        hits = searcher.search(HOSTILE, k=5)
+        assert hits and max(h.score for h in hits) < 10
+
+
+def test_empty_and_overlong_queries_are_refused(opensearch, sample_index, default_encoder) -> None:
+    searcher = _searcher(opensearch, sample_index, default_encoder, mode="bm25")
+    with pytest.raises(QueryError, match="empty"):
+        searcher.search("   ")
+    with pytest.raises(QueryError, match="at most"):
+        searcher.search("homocysteine " * 1000)
+    with pytest.raises(QueryError, match="unknown mode"):
+        SearchSettings(mode="magic")
+
+
+def test_another_encoder_is_refused(opensearch, sample_index, tmp_path: Path) -> None:
+    other = Encoder(str(shutil.copytree(packaged_model_dir()[0], tmp_path / "other-encoder")))
+    with pytest.raises(IndexMismatch, match="built with the encoder"):
+        Searcher(opensearch, sample_index, SearchSettings(mode="dense"), encoder=other)
+
+
+def test_cli_query_json_and_show_query(opensearch_url: str, sample_index: str) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--url", opensearch_url, "query", QUERY, "--index", sample_index, "-k", "3",
+                                 "--json", "--show-query"])
+    assert result.exit_code == 0, result.output
+    request_text, _, hits_text = result.output.partition("\n\n{")
+    assert request_text.startswith(f"GET {sample_index}/_search\n")
+    body = json.loads(request_text.split("\n", 1)[1])
+    assert body["query"]["script_score"]["script"]["source"] == HYBRID_SCRIPT
+    hits = [json.loads(line) for line in ("{" + hits_text).splitlines() if line.strip()]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and {"bm25", "dense", "hybrid"} <= hits[0].keys()
+
+    bad = runner.invoke(cli, ["--url", opensearch_url, "query", "", "--index", sample_index])
+    assert bad.exit_code == 1 and bad.output.strip().startswith("Error:") and "Traceback" not in bad.output
+
+
+def test_cli_search_writes_a_trec_run_and_tune_lambda_stores_lambda(
+    opensearch: OpenSearch, opensearch_url: str, sample_index: str, shared_data: Path, tmp_path: Path
+) -> None:
+    # The train claims whose cited abstracts are all in the sample: a small real query set for this index.
+    in_sample = {h["_id"] for h in opensearch.search(index=sample_index, body={
+        "size": 1000, "query": {"term": {"block": 0}}, "_source": False})["hits"]["hits"]}
+    claims = [json.loads(line) for line in (shared_data / "scifact" / "claims_train.jsonl").open()]
+    chosen = [c for c in claims if c["cited_doc_ids"] and {str(d) for d in c["cited_doc_ids"]} <= in_sample][:40]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": str(c["id"]), "text": c["claim"]}) + "\n" for c in chosen))
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{c['id']}\t{d}\t1\n" for c in chosen for d in c["cited_doc_ids"]))
+
+    runner = CliRunner()
+    run = tmp_path / "run.trec"
+    result = runner.invoke(cli, ["--url", opensearch_url, "search", "--queries", str(queries), "--output", str(run),
+                                 "--index", sample_index, "--mode", "bm25", "-k", "20"])
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in run.read_text().splitlines()]
+    assert len({line[0] for line in lines}) == len(chosen) and all(len(line) == 6 for line in lines)
+    assert all(int(line[3]) <= 20 for line in lines)
+
+    plot = tmp_path / "lambda.png"
+    result = runner.invoke(cli, ["--url", opensearch_url, "tune-lambda", "--queries", str(queries), "--qrels",
+                                 str(qrels), "--index", sample_index, "--split", "all", "--grid", "0,0.05,1",
+                                 "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    best = float(result.output.split("stored λ = ")[1].split()[0])
+    assert "← best" in result.output and best in (0.0, 0.05, 1.0)
+    meta = check_index_meta(opensearch, sample_index)
+    assert meta["lambda"] == best and meta["lambda_tuning"]["metric"] == "ndcg@10"
+    assert Searcher(opensearch, sample_index).lam == best
