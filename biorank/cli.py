@@ -290,7 +290,8 @@ def mappings(kind: str, dimension: int, model: str) -> None:
 
 
 _MODE_HELP = ("bm25 | dense (kNN on HNSW) | dense-exact | hybrid (exact λ·BM25 + ⟨q,p⟩ over every block) | "
-              "hybrid-approx (the same over the BM25 and kNN top K) | rrf | minmax (fusions, for comparison)")
+              "hybrid-approx (the same over the BM25 and kNN top K) | rrf | minmax (fusions, for comparison) | "
+              "os-hybrid (neural-search's own hybrid query and min-max pipeline)")
 
 
 def _search_options(command: Callable) -> Callable:
@@ -343,8 +344,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 
     searcher = _searcher(settings, index_name, mode, lam, fields, candidates)
     if show_query:
-        for body in searcher.requests(text, k):
-            click.echo(f"GET {index_name}/_search\n{json.dumps(body, indent=2)}\n")
+        for request, body in searcher.requests(text, k):
+            click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")
     hits = searcher.search(text, k, explain=explain)
     if as_json:
         for hit in hits:

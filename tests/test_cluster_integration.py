@@ -16,7 +16,7 @@ from biorank.ranker.hybrid import HYBRID_SCRIPT, exact_hybrid_query
 
 def test_knn_plugin_is_installed(opensearch: OpenSearch) -> None:
     plugins = {row["component"] for row in opensearch.cat.plugins(format="json")}
-    assert "opensearch-knn" in plugins
+    assert {"opensearch-knn", "opensearch-neural-search"} <= plugins
 
 
 def _lucene_score(ip: float) -> float:

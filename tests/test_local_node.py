@@ -74,7 +74,8 @@ def test_install_assembles_modules_without_jar_hell(node_home: Path) -> None:
         }
         assert keys == {"description", "version", "name", "classname", "java.version", "opensearch.version",
                         "custom.foldername", "extended.plugins", "has.native.controller"}
-    assert (node.install_dir / "plugins" / "opensearch-knn" / "plugin-descriptor.properties").is_file()
+    for plugin in ("opensearch-knn", "opensearch-neural-search"):
+        assert (node.install_dir / "plugins" / plugin / "plugin-descriptor.properties").is_file()
     assert node.is_installed()
 
 

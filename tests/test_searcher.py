@@ -90,7 +90,7 @@ def test_blocks_collapse_to_one_hit_per_document(opensearch, sample_index, defau
                                                          "_source": ["id", "passage", "title"]})["hits"]["hits"][0]
     passage = second["_source"]["passage"].removeprefix(second["_source"]["title"]).strip()
     text = passage[:300]
-    for mode in ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax"):
+    for mode in ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax", "os-hybrid"):
         fields = "passage" if mode == "bm25" else None
         hits = _searcher(opensearch, sample_index, default_encoder, mode=mode, fields=fields).search(text, k=20)
         assert len({h.id for h in hits}) == len(hits), mode
@@ -127,7 +127,7 @@ def test_rrf_and_minmax_match_hand_computed_examples() -> None:
 def test_user_text_never_changes_the_script(opensearch, sample_index, default_encoder) -> None:
     for mode in ("hybrid", "hybrid-approx"):
         searcher = _searcher(opensearch, sample_index, default_encoder, mode=mode)
-        final = searcher.requests(HOSTILE, k=5)[-1]
+        final = searcher.requests(HOSTILE, k=5)[-1][1]
         assert final["query"]["script_score"]["script"]["source"] == HYBRID_SCRIPT
         assert final["query"]["script_score"]["query"]["bool"]["should"] == [{"match": {"passage": HOSTILE}}]
         script = final["query"]["script_score"]["script"]
@@ -203,3 +203,28 @@ def test_cli_search_writes_a_trec_run_and_tune_lambda_stores_lambda(
     meta = check_index_meta(opensearch, sample_index)
     assert meta["lambda"] == best and meta["lambda_tuning"]["metric"] == "ndcg@10"
     assert Searcher(opensearch, sample_index).lam == best
+
+
+def test_neural_search_hybrid_is_min_max_of_the_two_lists(opensearch, sample_index, default_encoder) -> None:
+    """OpenSearch's own hybrid (neural-search plugin) on the same index: min-max normalised lists, averaged."""
+    K = 300
+    os_hits = _searcher(opensearch, sample_index, default_encoder, mode="os-hybrid", candidates=K).search(QUERY, 10)
+    bm25 = opensearch.search(index=sample_index, body={"size": K, "query": {"match": {"passage": QUERY}},
+                                                      "_source": ["id"]})["hits"]["hits"]
+    q = default_encoder.encode([QUERY])[0].tolist()
+    knn = opensearch.search(index=sample_index, body={"size": K, "query": {"knn": {"embedding": {"vector": q, "k": K}}},
+                                                     "_source": ["id"]})["hits"]["hits"]
+
+    def normalised(hits: list[dict]) -> dict[str, float]:
+        low, high = hits[-1]["_score"], hits[0]["_score"]
+        # neural-search lifts a list's lowest score from 0 to 0.001 so that it is not dropped.
+        return {h["_id"]: max((h["_score"] - low) / (high - low), 0.001) for h in hits}
+
+    left, right = normalised(bm25), normalised(knn)
+    by_entry = {e: 0.5 * left.get(e, 0) + 0.5 * right.get(e, 0) for e in left.keys() | right.keys()}
+    expected: dict[str, float] = {}
+    for entry, score in sorted(by_entry.items(), key=lambda item: -item[1]):
+        expected.setdefault(entry.split("#")[0], score)
+    top = sorted(expected, key=lambda d: -expected[d])[:10]
+    assert [h.id for h in os_hits] == top
+    assert [h.score for h in os_hits] == pytest.approx([expected[d] for d in top], abs=1e-5)

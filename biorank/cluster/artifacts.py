@@ -63,6 +63,15 @@ KNN_PLUGIN = Artifact(
     "eab8c9818865bc035212eab5068cdacae164baa09d4c152f49b736d6f6b0e85c", 5_888_095,
 )
 
+# OpenSearch's own hybrid query and normalisation pipeline, for comparison with biorank's exact hybrid. It
+# extends k-NN only: ml-commons and job-scheduler are needed for model inference, which biorank does not ask of it.
+NEURAL_SEARCH_PLUGIN = Artifact(
+    "org.opensearch.plugin", "neural-search", f"{_V}.0", "zip",
+    "b17ca1d774692902c58cbae102bf463970740c31d81446866e8eabd336e285aa", 8_434_600,
+)
+PLUGINS = {"opensearch-knn": KNN_PLUGIN, "opensearch-neural-search": NEURAL_SEARCH_PLUGIN}
+"""Plugin folder -> zip, in install order (neural-search extends k-NN)."""
+
 # module name -> (plugin class, plugins it extends, jars of the module directory)
 MODULES: dict[str, tuple[str, str, tuple[Artifact, ...]]] = {
     "lang-painless": (
@@ -101,7 +110,7 @@ MODULES: dict[str, tuple[str, str, tuple[Artifact, ...]]] = {
 
 def all_artifacts() -> list[Artifact]:
     jars = [jar for _, _, module_jars in MODULES.values() for jar in module_jars]
-    return [DISTRIBUTION, KNN_PLUGIN, *jars]
+    return [DISTRIBUTION, *PLUGINS.values(), *jars]
 
 
 def sha256_of(path: Path) -> str:

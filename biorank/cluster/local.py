@@ -190,8 +190,9 @@ class LocalNode:
             (module / "plugin-descriptor.properties").write_text(_plugin_descriptor(name, classname, extends))
             if name == "lang-painless":
                 (module / "plugin-security.policy").write_text(_PAINLESS_POLICY)
-        with zipfile.ZipFile(downloads[artifacts.KNN_PLUGIN]) as z:
-            z.extractall(root / "plugins" / "opensearch-knn")
+        for folder, plugin in artifacts.PLUGINS.items():
+            with zipfile.ZipFile(downloads[plugin]) as z:
+                z.extractall(root / "plugins" / folder)
         (root / ".biorank-assembled").write_text(self._manifest())
         shutil.rmtree(self.install_dir, ignore_errors=True)
         root.rename(self.install_dir)

@@ -11,7 +11,10 @@ collapse on ``id`` so a document is represented by its best block (MaxP). Modes:
 - ``hybrid-approx``: the same exact score, over the union of the BM25 top K and the kNN top K blocks only
   (equal to ``hybrid`` when K covers the index; the mode for large collections);
 - ``rrf``, ``minmax``: client-side fusion of the BM25 and kNN top K, as reciprocal ranks (Cormack et al.) or as
-  min-max normalised scores averaged with equal weights (what OpenSearch's neural-search does), for comparison.
+  min-max normalised scores averaged with equal weights (what OpenSearch's neural-search does), for comparison;
+- ``os-hybrid``: neural-search's own ``hybrid`` query through a ``normalization-processor`` pipeline (min-max,
+  arithmetic mean), the peer's implementation run side by side; it cannot collapse, so blocks are folded
+  into documents here, keeping each document's first (best) block.
 
 User text reaches the cluster only as ``match`` text and as script ``params``.
 """
@@ -32,7 +35,9 @@ if TYPE_CHECKING:
 
     from biorank.indexer.encoder import Encoder
 
-MODES = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax")
+MODES = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax", "os-hybrid")
+OS_HYBRID_PIPELINE = "biorank-minmax"
+"""The search pipeline of ``os-hybrid``: neural-search's normalisation, min-max and equal-weight mean."""
 FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
 DEFAULT_LAMBDA = 0.05
 """λ when the index has no tuned one: the best on a dev split of SciFact train (``biorank tune-lambda``)."""
@@ -113,6 +118,7 @@ class Searcher:
         self.settings = settings or SearchSettings()
         self.meta = check_index_meta(client, index)
         self._encoder = encoder
+        self._pipeline_ready = False
         if encoder is not None and self._needs_encoder:
             check_index_meta(client, index, model=encoder.model_name)
 
@@ -165,15 +171,19 @@ class Searcher:
                 progress(len(chunk))
         return results
 
-    def requests(self, query: str, k: int = 10) -> list[dict]:
-        """Every request body the cluster sees for ``query``, in order (the second needs the first's answer,
-        so for the two-step modes it is shown with the candidates of a real run)."""
-        sent: list[dict] = []
+    def requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
+        """Every request the cluster sees for ``query``, as (method and path, body), in order.
+
+        The two-step modes' second request needs the first's answer, so it is shown with the candidates of a
+        real run; what is printed is what was sent.
+        """
+        sent: list[tuple[str, dict]] = []
         self._search_chunk({"q": query}, k, False, sent)
         return sent
 
     # Internals -------------------------------------------------------------------------------------------
-    def _search_chunk(self, queries: dict[str, str], k: int, explain: bool, sent: list[dict] | None = None,
+    def _search_chunk(self, queries: dict[str, str], k: int, explain: bool,
+                      sent: list[tuple[str, dict]] | None = None,
                       vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
         for qid, text in queries.items():
             _check_query(qid, text)
@@ -190,6 +200,8 @@ class Searcher:
             return {q: self._hits(answers[q], mode) for q in queries}
 
         K = self.settings.candidates
+        if mode == "os-hybrid":
+            return {q: self._os_hybrid(queries[q], vectors[q], pieces.get(q), k, sent) for q in queries}
         first: dict[tuple[str, str], dict] = {}
         for q in queries:
             first[(q, "bm25")] = self._final_body("bm25", queries[q], None, pieces.get(q), K, MATCH_ALL, False,
@@ -216,6 +228,32 @@ class Searcher:
             dense_hits = self._hits(answers[(q, "dense")], "dense")
             results[q] = fuse(bm25_hits, dense_hits, k=k, rrf_k=self.settings.rrf_k)
         return results
+
+    def _os_hybrid(self, text: str, vector: list[float], pieces: str | None, k: int,
+                   sent: list[tuple[str, dict]] | None) -> list[Hit]:
+        pipeline = {
+            "description": "biorank: neural-search min-max normalisation, equal-weight arithmetic mean",
+            "phase_results_processors": [{"normalization-processor": {
+                "normalization": {"technique": "min_max"},
+                "combination": {"technique": "arithmetic_mean", "parameters": {"weights": [0.5, 0.5]}}}}],
+        }
+        path = f"/_search/pipeline/{OS_HYBRID_PIPELINE}"
+        if sent is not None:
+            sent.append((f"PUT {path}", pipeline))
+        if not self._pipeline_ready:
+            self.client.transport.perform_request("PUT", path, body=pipeline)
+            self._pipeline_ready = True
+        K = self.settings.candidates
+        body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
+            self._text_query(text, pieces), {"knn": {"embedding": {"vector": vector, "k": K}}}]}}}
+        if sent is not None:
+            sent.append((f"GET {self.index}/_search?search_pipeline={OS_HYBRID_PIPELINE}", body))
+        response = self.client.search(index=self.index, body=body, params={"search_pipeline": OS_HYBRID_PIPELINE})
+        best: dict[str, dict] = {}
+        for h in response["hits"]["hits"]:
+            best.setdefault(h["_source"]["id"], h)
+        return [replace(hit, rank=rank) for rank, hit in
+                enumerate(_parse_hits(list(best.values())[:k], "os-hybrid", self.lam), 1)]
 
     def _pieces(self, queries: dict[str, str]) -> dict[str, str]:
         if not self.settings.field_set.startswith("wordpieces"):
@@ -260,7 +298,7 @@ class Searcher:
     def _msearch(self, bodies: Mapping[Any, dict], sent: list[dict] | None) -> dict[Any, dict]:
         keys = list(bodies)
         if sent is not None:
-            sent.extend(bodies[key] for key in keys)
+            sent.extend((f"GET {self.index}/_search", bodies[key]) for key in keys)
         lines: list[dict] = []
         for key in keys:
             lines += [{"index": self.index}, bodies[key]]
@@ -304,6 +342,8 @@ def _parse_hits(raw: Sequence[dict], mode: str, lam: float) -> Iterator[Hit]:
                   "block": source.get("block", 0), "explanation": h.get("_explanation")}
         if mode == "bm25":
             yield Hit(score=score, bm25=score, **common)
+        elif mode == "os-hybrid":
+            yield Hit(score=score, **common)
         elif mode == "dense":
             dense = lucene_inner_product(score)
             yield Hit(score=dense, dense=dense, **common)
