@@ -129,27 +129,22 @@ def cluster_logs(lines: int, console: bool) -> None:
 @click.option("-k", default=5, show_default=True, help="How many hits to show.")
 @click.pass_obj
 def demo(settings: ConnectionSettings, query: str | None, k: int) -> None:
-    """Index 300 real SciFact abstracts on the local node (or --url) and run a sample query."""
-    from rich.console import Console
-    from rich.table import Table
-
+    """Index 300 real SciFact abstracts on the local node (or --url) and search them with the exact hybrid."""
     from biorank.cluster.client import connect
-    from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, bm25_search, index_sample
+    from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, index_sample
+    from biorank.indexer.encoder import Encoder
+    from biorank.ranker.searcher import Searcher
 
     client = connect(settings, echo=_echo)
+    encoder = Encoder()
     with _record_progress("indexing the sample", SAMPLE_SIZE) as advance:
-        report = index_sample(client, progress=advance)
+        report = index_sample(client, encoder=encoder, progress=advance)
     _echo(f"{DEMO_INDEX}: {SAMPLE_SIZE} SciFact abstracts ready ({report.indexed} indexed now, "
           f"{report.unchanged} already in)")
     query = query or DEMO_QUERY
-    table = Table(title=f"BM25 top {k} for: {query}", title_justify="left")
-    table.add_column("rank", justify="right")
-    table.add_column("doc id")
-    table.add_column("bm25", justify="right")
-    table.add_column("title", overflow="fold")
-    for rank, hit in enumerate(bm25_search(client, query, k=k), 1):
-        table.add_row(str(rank), hit["_id"], f"{hit['_score']:.3f}", hit["_source"]["title"])
-    Console().print(table)
+    searcher = Searcher(client, DEMO_INDEX, encoder=encoder)
+    _print_hits(searcher.search(query, k), title=f"hybrid top {k} (λ = {searcher.lam:g}) for: {query}")
+    _echo(f"next: biorank query \"...\" --index {DEMO_INDEX} [--mode bm25|dense|hybrid|...] [--show-query]")
 
 
 _INDEX_HELP = "Documents index name; its sentences go to NAME-sentences."
@@ -403,7 +398,7 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
 
     queries = read_queries(queries_path)
     searcher = _searcher(settings, index_name, mode, lam, fields, candidates)
-    with _record_progress(f"{mode} queries", len(queries)) as advance:
+    with _record_progress(f"{mode}", len(queries), "queries") as advance:
         hits = searcher.search_many(queries, k, progress=advance)
     lines = write_trec(output, hits, tag=f"biorank-{mode}")
     click.echo(f"{len(hits)} queries, {lines} lines written to {output}")
@@ -442,7 +437,7 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
         raise click.BadParameter(f"not a comma-separated list of numbers: {grid!r}", param_hint="--grid") from None
     searcher = _searcher(settings, index_name, "hybrid", None, None, 1000)
     _echo(f"tuning λ on {len(queries)} queries ({split}), {metric}, {len(lambdas)} values")
-    with _record_progress("λ grid", len(lambdas) * len(queries)) as advance:
+    with _record_progress("λ grid", len(lambdas) * len(queries), "queries") as advance:
         table = tune_lambda_grid(searcher, queries, qrels, lambdas, metric, progress=advance)
     best = max(table, key=lambda lam: (table[lam], -lam))
     for lam, value in table.items():
@@ -456,13 +451,13 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
 
 
 @contextlib.contextmanager
-def _record_progress(what: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr (records done of ``total``, records/s, time left); yields its advance function."""
+def _record_progress(what: str, total: int, unit: str = "records") -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (``unit`` done of ``total``, per second, time left); yields its advance function."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
-        TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("records {task.fields[rate]:.1f}/s"),
+        TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn(f"{unit} {{task.fields[rate]:.1f}}/s"),
         TimeRemainingColumn(), console=Console(stderr=True),
     ) as bar:
         task = bar.add_task(what, total=total, rate=0.0)

@@ -40,8 +40,3 @@ def index_sample(
     except IndexMismatch:
         options = IndexOptions(index=index, format="scifact", recreate=True)
         return Indexer(client, options, encoder=encoder).run([sample_path()], progress=progress)
-
-
-def bm25_search(client: OpenSearch, query: str, index: str = DEMO_INDEX, k: int = 10) -> list[dict]:
-    body = {"size": k, "query": {"match": {"text": query}}, "_source": ["id", "title"]}
-    return client.search(index=index, body=body)["hits"]["hits"]

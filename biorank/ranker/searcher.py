@@ -241,7 +241,16 @@ class Searcher:
         if sent is not None:
             sent.append((f"PUT {path}", pipeline))
         if not self._pipeline_ready:
-            self.client.transport.perform_request("PUT", path, body=pipeline)
+            from opensearchpy.exceptions import RequestError
+
+            try:
+                self.client.transport.perform_request("PUT", path, body=pipeline)
+            except RequestError as e:
+                raise BiorankError(
+                    f"os-hybrid needs OpenSearch's neural-search plugin, which this cluster lacks ({e.error}: "
+                    f"{e.info.get('error', {}).get('reason', '') if isinstance(e.info, dict) else e.info}); "
+                    "biorank's local node has it (restart an older one to reassemble it)"
+                ) from None
             self._pipeline_ready = True
         K = self.settings.candidates
         body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [

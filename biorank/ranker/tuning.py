@@ -44,6 +44,7 @@ def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title:
                 xytext=(8, -14))
     if lambdas[0] > 0 or len([x for x in lambdas if x > 0]) > 2:
         ax.set_xscale("symlog", linthresh=min(x for x in lambdas if x > 0))
+        ax.set_xlim(min(lambdas), max(lambdas) * 1.2)
     ax.set_xlabel("λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)")
     ax.set_ylabel(metric)
     ax.set_title(title, fontsize=10)
