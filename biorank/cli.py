@@ -297,7 +297,7 @@ def _search_options(command: Callable) -> Callable:
         click.option("--index", "index_name", default="biorank", show_default=True, help="Documents index."),
         click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True, help=_MODE_HELP),
         click.option("--lambda", "lam", type=float, default=None,
-                     help="λ of the hybrid [default: the index's tuned λ, else 0.05]."),
+                     help="λ of the hybrid [default: the index's tuned λ, else 0.03]."),
         click.option("--fields", type=click.Choice(FIELD_SETS), default=None,
                      help="BM25 field set [default: text for bm25, passage when combined with vectors]."),
         click.option("--candidates", default=1000, show_default=True,

@@ -205,7 +205,7 @@ class LocalNode:
         todo = artifacts.missing_bytes(cache)
         if todo:
             self._echo(
-                f"downloading OpenSearch {artifacts.OPENSEARCH_VERSION} + k-NN from "
+                f"downloading OpenSearch {artifacts.OPENSEARCH_VERSION} with k-NN and neural-search from "
                 f"{artifacts.repository_url()} ({todo / 1e6:.0f} MB, once) into {cache}"
             )
         with Progress(
