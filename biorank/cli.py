@@ -50,8 +50,12 @@ def cli(ctx: click.Context, url: str | None, user: str | None, password: str | N
 
     \b
     First steps:
-      biorank demo                 start the local node, index 300 SciFact abstracts, search them
-      biorank cluster status       where the local node is and whether it runs
+      biorank demo                                start the local node, index 300 SciFact abstracts, search them
+      biorank index corpus.jsonl --index scifact  index a collection (PubMed XML, JSON Lines, ...)
+      biorank query "..." --index scifact         search it (hybrid by default; --mode to choose)
+      biorank tune-lambda --queries Q --qrels R   tune the hybrid's λ on the dev split
+      biorank eval --queries Q --qrels R          bm25, dense and hybrid side by side, with plots
+      biorank cluster status                      where the local node is and whether it runs
     """
     ctx.obj = ConnectionSettings.from_env().with_overrides(
         url=url, user=user, password=password, ca_file=ca_file, verify=verify
@@ -448,6 +452,139 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
         store_lambda(searcher.client, index_name, best, metric=metric, value=table[best], queries=len(queries),
                      split=split)
         click.echo(f"stored λ = {best:g} with {index_name}: hybrid searches use it from now on")
+
+
+@cli.command("eval")
+@click.option("--qrels", "qrels_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="BEIR qrels TSV, TREC qrels, or SciFact claims_*.jsonl (evidence relevance).")
+@click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False),
+              help="Queries to run (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT); needed with --systems.")
+@click.option("--systems", default="bm25,dense,hybrid", show_default=True,
+              help="Comma-separated systems to run; the first is the baseline of the significance tests. "
+                   "Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, "
+                   "hybrid-approx, rrf, minmax, os-hybrid; NAME+snippets also returns snippets.")
+@click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--runs", "score_runs", is_flag=True,
+              help="Score the TREC run files given as arguments instead of running systems.")
+@click.option("--index", "index_name", default="biorank", show_default=True)
+@click.option("--split", type=click.Choice(["dev", "rest", "all"]), default="all", show_default=True,
+              help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all.")
+@click.option("--measures", default=",".join(("ndcg@10", "map@10", "map@100", "recall@100", "recall@1000", "mrr@10",
+                                             "p@10")), show_default=True)
+@click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False),
+              help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets of +snippets systems "
+                   "(BioASQ golden files carry their own).")
+@click.option("-k", default=1000, show_default=True, help="Depth of each run.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
+              show_default=True, help="Where runs, table.md, table.json and the plots go.")
+@click.pass_obj
+def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | None, systems: str,
+             run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, measures: str,
+             snippet_gold: str | None, k: int, out: Path) -> None:
+    """Run systems over a query set (or read runs) and report every measure side by side.
+
+    \b
+    Examples:
+      biorank eval --queries ../shared/data/scifact/queries_train.jsonl \\
+                   --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev
+      biorank eval --runs bm25.trec hybrid.trec --qrels qrels.tsv
+    """
+    from biorank.evaluation.measures import parse_measure, run_from_hits
+    from biorank.evaluation.report import evaluate_runs, write_report
+    from biorank.evaluation.runs import read_trec, write_trec
+    from biorank.evaluation.splits import dev_split
+    from biorank.evaluation.systems import run_system
+    from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
+
+    measure_names = [m.strip() for m in measures.split(",") if m.strip()]
+    for name in measure_names:
+        parse_measure(name)
+    qrels = read_qrels(qrels_path)
+    if split != "all":
+        rest, dev = dev_split(qrels)
+        keep = set(dev if split == "dev" else rest)
+        qrels = {q: docs for q, docs in qrels.items() if q in keep}
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    extra: dict[str, dict[str, dict[str, float]]] = {}
+    aggregates: dict[str, dict[str, float]] = {}
+    if score_runs != bool(run_paths):
+        raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
+    if run_paths:
+        for path in run_paths:
+            runs[Path(path).stem] = read_trec(path)
+    else:
+        if not queries_path and relevance_notion(qrels_path) == "bioasq":
+            queries_path = qrels_path  # a golden file carries its questions
+        if not queries_path:
+            raise click.UsageError("give --queries to run --systems, or --runs to score existing runs")
+        queries = {q: t for q, t in read_queries(queries_path).items() if q in qrels}
+        missing = len(qrels.keys() - queries.keys())
+        if missing:
+            _echo(f"{missing} judged queries have no text in {queries_path} and count 0")
+        searcher = _searcher(settings, index_name, "bm25", None, None, 1000)
+        for system in [s.strip() for s in systems.split(",") if s.strip()]:
+            with _record_progress(system, len(queries), "queries") as advance:
+                result = run_system(system, searcher, queries, k, advance)
+            write_trec(out / f"{system}.trec", result.hits, tag=f"biorank-{system}")
+            runs[system] = run_from_hits(result.hits)
+            _phase_a_scores(system, result, qrels_path, snippet_gold, qrels, extra, aggregates)
+    notion = {"evidence": "evidence relevance (annotated evidence only)", "bioasq": "BioASQ gold documents",
+              "qrels": "the qrels file's judgements"}[relevance_notion(qrels_path)]
+    report = evaluate_runs(runs, qrels, measure_names, extra, aggregates)
+    click.echo(f"{Path(qrels_path).name}, {split} split: {report.queries} judged queries, {notion}\n")
+    click.echo(report.markdown())
+    written = write_report(report, out)
+    click.echo(f"\nwritten to {out}: " + ", ".join(p.name for p in written) +
+               ("" if run_paths else ", and a .trec run per system"))
+
+
+@cli.command("export-bioasq")
+@click.option("--questions", "questions_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="BioASQ questions JSON ({\"questions\": [{\"id\", \"body\", ...}]}), golden or test set.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The submission JSON to write.")
+@click.option("--index", "index_name", default="biorank", show_default=True)
+@click.option("--system", default="hybrid", show_default=True,
+              help="First-stage system for the documents (see biorank eval --help); snippets come from its top 10.")
+@click.pass_obj
+def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Path, index_name: str,
+                  system: str) -> None:
+    """Write a BioASQ Phase A submission: per question at most 10 documents and 10 snippets with offsets."""
+    import json
+
+    from biorank.evaluation.phase_a import submission
+    from biorank.evaluation.systems import SNIPPETS, run_system
+    from biorank.evaluation.topics import read_queries
+
+    questions = read_queries(questions_path)
+    searcher = _searcher(settings, index_name, "bm25", None, None, 1000)
+    with _record_progress(system, len(questions), "questions") as advance:
+        result = run_system(system.removesuffix(SNIPPETS) + SNIPPETS, searcher, questions, 10, advance)
+    body = submission(list(questions.items()), {q: [h.id for h in hits] for q, hits in result.hits.items()},
+                      result.snippets or {})
+    output.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    snippets = sum(len(q["snippets"]) for q in body["questions"])
+    click.echo(f"{len(body['questions'])} questions, {snippets} snippets written to {output}")
+
+
+def _phase_a_scores(system: str, result, qrels_path: str, snippet_gold: str | None, qrels: dict,
+                    extra: dict, aggregates: dict) -> None:
+    """BioASQ's measures where the gold is a BioASQ golden file; SciFact sentence measures for snippets."""
+    from biorank.evaluation.phase_a import bioasq_scores, read_evidence_sentences, sentence_scores
+    from biorank.evaluation.topics import relevance_notion
+
+    if relevance_notion(qrels_path) == "bioasq":
+        from biorank.evaluation.bioasq import read_golden
+
+        gold = [q for q in read_golden(qrels_path) if q.id in qrels]
+        documents = {q: [h.id for h in hits] for q, hits in result.hits.items()}
+        per_query, totals = bioasq_scores(gold, documents, result.snippets)
+        extra.setdefault(system, {}).update(per_query)
+        aggregates.setdefault(system, {}).update(totals)
+    if snippet_gold and result.snippets is not None:
+        sentences = {q: s for q, s in read_evidence_sentences(snippet_gold).items() if q in qrels}
+        extra.setdefault(system, {}).update(sentence_scores(sentences, result.snippets))
 
 
 @contextlib.contextmanager
