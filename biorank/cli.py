@@ -465,7 +465,8 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
                    "hybrid-approx, rrf, minmax, os-hybrid; NAME+snippets also returns snippets.")
 @click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--runs", "score_runs", is_flag=True,
-              help="Score the TREC run files given as arguments instead of running systems.")
+              help="Score the run files given as arguments instead of running systems: TREC runs, or BioASQ "
+                   "submissions (.json, scored with their snippets against a golden file).")
 @click.option("--index", "index_name", default="biorank", show_default=True)
 @click.option("--split", type=click.Choice(["dev", "rest", "all"]), default="all", show_default=True,
               help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all.")
@@ -474,13 +475,16 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
 @click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False),
               help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets of +snippets systems "
                    "(BioASQ golden files carry their own).")
+@click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
+              default="min_gold_cutoff", show_default=True,
+              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before.")
 @click.option("-k", default=1000, show_default=True, help="Depth of each run.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
               show_default=True, help="Where runs, table.md, table.json and the plots go.")
 @click.pass_obj
 def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | None, systems: str,
              run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, measures: str,
-             snippet_gold: str | None, k: int, out: Path) -> None:
+             snippet_gold: str | None, ap_denominator: str, k: int, out: Path) -> None:
     """Run systems over a query set (or read runs) and report every measure side by side.
 
     \b
@@ -495,6 +499,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
     from biorank.evaluation.splits import dev_split
     from biorank.evaluation.systems import run_system
     from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
+    from biorank.ranker.searcher import Hit
 
     measure_names = [m.strip() for m in measures.split(",") if m.strip()]
     for name in measure_names:
@@ -511,8 +516,19 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
     if score_runs != bool(run_paths):
         raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
     if run_paths:
+        from biorank.evaluation.phase_a import read_submission
+        from biorank.evaluation.systems import SystemRun
+
         for path in run_paths:
-            runs[Path(path).stem] = read_trec(path)
+            if path.endswith(".json"):
+                run, snippets = read_submission(path)
+                documents = {q: [Hit(d, "", i + 1, score) for i, (d, score) in enumerate(docs.items())]
+                             for q, docs in run.items()}
+                _phase_a_scores(Path(path).stem, SystemRun(documents, snippets), qrels_path, snippet_gold, qrels,
+                                extra, aggregates, ap_denominator)
+            else:
+                run = read_trec(path)
+            runs[Path(path).stem] = run
     else:
         if not queries_path and relevance_notion(qrels_path) == "bioasq":
             queries_path = qrels_path  # a golden file carries its questions
@@ -528,7 +544,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
                 result = run_system(system, searcher, queries, k, advance)
             write_trec(out / f"{system}.trec", result.hits, tag=f"biorank-{system}")
             runs[system] = run_from_hits(result.hits)
-            _phase_a_scores(system, result, qrels_path, snippet_gold, qrels, extra, aggregates)
+            _phase_a_scores(system, result, qrels_path, snippet_gold, qrels, extra, aggregates, ap_denominator)
     notion = {"evidence": "evidence relevance (annotated evidence only)", "bioasq": "BioASQ gold documents",
               "qrels": "the qrels file's judgements"}[relevance_notion(qrels_path)]
     report = evaluate_runs(runs, qrels, measure_names, extra, aggregates)
@@ -569,7 +585,7 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
 
 
 def _phase_a_scores(system: str, result, qrels_path: str, snippet_gold: str | None, qrels: dict,
-                    extra: dict, aggregates: dict) -> None:
+                    extra: dict, aggregates: dict, ap_denominator: str) -> None:
     """BioASQ's measures where the gold is a BioASQ golden file; SciFact sentence measures for snippets."""
     from biorank.evaluation.phase_a import bioasq_scores, read_evidence_sentences, sentence_scores
     from biorank.evaluation.topics import relevance_notion
@@ -579,7 +595,8 @@ def _phase_a_scores(system: str, result, qrels_path: str, snippet_gold: str | No
 
         gold = [q for q in read_golden(qrels_path) if q.id in qrels]
         documents = {q: [h.id for h in hits] for q, hits in result.hits.items()}
-        per_query, totals = bioasq_scores(gold, documents, result.snippets)
+        per_query, totals = bioasq_scores(gold, documents, result.snippets,
+                                          ap_denominator=ap_denominator)
         extra.setdefault(system, {}).update(per_query)
         aggregates.setdefault(system, {}).update(totals)
     if snippet_gold and result.snippets is not None:

@@ -193,3 +193,17 @@ def test_export_bioasq_writes_a_valid_submission(
             assert s["beginSection"] == s["endSection"] in ("title", "abstract")
             doc = opensearch.get(index=index, id=s["document"].rsplit("/", 1)[-1])["_source"]
             assert doc[s["beginSection"]][s["offsetInBeginSection"] : s["offsetInEndSection"]] == s["text"]
+
+    # The submission scores, with its snippets, as the same system run by eval does.
+    runner = CliRunner()
+    scored = runner.invoke(cli, ["eval", "--runs", str(output), "--qrels", str(golden), "--out",
+                                 str(tmp_path / "scored"), "--measures", "ndcg@10"])
+    assert scored.exit_code == 0, scored.output
+    ran = runner.invoke(cli, ["--url", opensearch_url, "eval", "--qrels", str(golden), "--systems",
+                              "hybrid+snippets", "--index", index, "--out", str(tmp_path / "ran"), "--measures",
+                              "ndcg@10"])
+    assert ran.exit_code == 0, ran.output
+    from_file = json.loads((tmp_path / "scored" / "table.json").read_text())["table"]["submission"]
+    from_system = json.loads((tmp_path / "ran" / "table.json").read_text())["table"]["hybrid+snippets"]
+    for measure in ("bioasq-doc-ap", "bioasq-doc-f1", "bioasq-snippet-f1", "bioasq-snippet-recall"):
+        assert from_file[measure] == pytest.approx(from_system[measure]), measure

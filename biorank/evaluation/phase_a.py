@@ -109,3 +109,24 @@ def submission(questions: Sequence[tuple[str, str]], documents: Mapping[str, Seq
             } for s in list(snippets.get(qid, ()))[:OFFICIAL_CUTOFF]],
         })
     return {"questions": entries}
+
+
+def read_submission(path: str | Path) -> tuple[dict[str, dict[str, float]], dict[str, list[Snippet]]]:
+    """A BioASQ Phase A submission (anyone's) as a run (question -> PMID -> score) and its snippets."""
+    from biorank.evaluation.bioasq import pmid
+    from biorank.ranker.snippets import Snippet
+
+    with Path(path).open(encoding="utf-8") as f:
+        questions = json.load(f)["questions"]
+    run: dict[str, dict[str, float]] = {}
+    snippets: dict[str, list[Snippet]] = {}
+    for q in questions:
+        documents = list(dict.fromkeys(pmid(d) for d in q.get("documents", [])))
+        # Scores from ranks: a submission is an ordered list.
+        run[str(q["id"])] = {d: float(len(documents) - i) for i, d in enumerate(documents)}
+        snippets[str(q["id"])] = [
+            Snippet(pmid(s["document"]), s["beginSection"], i, int(s["offsetInBeginSection"]),
+                    int(s["offsetInEndSection"]), s.get("text", ""), float(-i))
+            for i, s in enumerate(q.get("snippets", []))
+        ]
+    return run, snippets
