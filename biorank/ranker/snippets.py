@@ -14,23 +14,18 @@ from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
 from biorank.indexer.indices import check_index_meta
+from biorank.indexer.records import Sentence
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 
-@dataclass(frozen=True)
-class Snippet:
-    doc_id: str
-    section: str
-    """``title`` or ``abstract``: BioASQ's beginSection (= endSection: a sentence never spans sections)."""
-    number: int
-    begin: int
-    """offsetInBeginSection."""
-    end: int
-    """offsetInEndSection (exclusive)."""
-    text: str
-    score: float
+@dataclass(frozen=True, slots=True)
+class Snippet(Sentence):
+    """A sentence found for a query: its section and offsets are BioASQ's ``beginSection`` (= ``endSection``,
+    a sentence never spans sections), ``offsetInBeginSection`` and ``offsetInEndSection`` (exclusive)."""
+
+    score: float = 0.0
 
 
 class SnippetFinder:
