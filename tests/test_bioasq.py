@@ -62,6 +62,10 @@ def test_documents_empty_list_scores_zero():
     assert document_measures([], {"a", "b"}) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "ap": 0.0}
 
 
+def test_documents_with_no_relevant_item_score_zero_and_do_not_divide_by_zero():
+    assert document_measures(["x", "y", "z"], {"a", "b"}) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "ap": 0.0}
+
+
 def test_documents_relevant_at_ranks_1_and_3_of_4_gold():
     m = document_measures(["g1", "x", "g2", "y"], {"g1", "g2", "g3", "g4"})
     assert m["precision"] == approx(2 / 4)
@@ -138,6 +142,12 @@ def test_gmap_with_a_zero_ap_uses_epsilon():
 
 
 # ---------------------------------------------------------------- snippets, by hand
+
+
+def test_duplicate_snippets_count_once():
+    # The same snippet three times is one span after merging: precision stays 1, not 1/3.
+    m = snippet_measures([span(100, 200)] * 3, [span(100, 200)])
+    assert m["precision"] == 1.0 and m["recall"] == 1.0
 
 
 def test_snippet_exact_match():
