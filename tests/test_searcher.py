@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -228,3 +229,19 @@ def test_neural_search_hybrid_is_min_max_of_the_two_lists(opensearch, sample_ind
     top = sorted(expected, key=lambda d: -expected[d])[:10]
     assert [h.id for h in os_hits] == top
     assert [h.score for h in os_hits] == pytest.approx([expected[d] for d in top], abs=1e-5)
+
+
+def test_an_index_built_with_a_local_model_is_searched_with_that_model(
+    opensearch: OpenSearch, index_name: str, tmp_path: Path
+) -> None:
+    from biorank.demo import sample_path
+    from biorank.indexer.pipeline import Indexer, IndexOptions
+
+    corpus = tmp_path / "few.jsonl"
+    with gzip.open(sample_path(), "rt", encoding="utf-8") as f:
+        corpus.write_text("".join(next(f) for _ in range(20)), encoding="utf-8")
+    local = Encoder(str(shutil.copytree(packaged_model_dir()[0], tmp_path / "my-minilm")))
+    Indexer(opensearch, IndexOptions(index=index_name, rejects=tmp_path / "r.tsv"), encoder=local).run([corpus])
+    searcher = Searcher(opensearch, index_name, SearchSettings(mode="hybrid"))  # no encoder given
+    hits = searcher.search(QUERY, k=5)
+    assert searcher.encoder.model_name == local.model_name and len(hits) == 5

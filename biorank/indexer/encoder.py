@@ -188,6 +188,11 @@ class Encoder:
             self._model.max_seq_length = max_seq_length
 
     @property
+    def source(self) -> str:
+        """The model as it was named: the default's name, a local folder or a hub name; what loads it again."""
+        return self._name
+
+    @property
     def precision(self) -> Precision:
         """The precision in use: never "auto", which is resolved when the Encoder is built."""
         return self._precision

@@ -97,7 +97,8 @@ def meta(settings: IndexSettings, *, kind: str, model: str, dimension: int, **ex
 
 
 def documents_index_body(
-    settings: IndexSettings, *, model: str, dimension: int, block_tokens: int, sentences_index: str | None
+    settings: IndexSettings, *, model: str, dimension: int, block_tokens: int, sentences_index: str | None,
+    model_source: str | None = None,
 ) -> dict:
     text = {"type": "text", "analyzer": settings.analyzer}
     return {
@@ -105,7 +106,7 @@ def documents_index_body(
         "mappings": {
             "_meta": meta(
                 settings, kind="documents", model=model, dimension=dimension,
-                block_tokens=block_tokens, sentences_index=sentences_index,
+                block_tokens=block_tokens, sentences_index=sentences_index, model_source=model_source or model,
             ),
             # Vectors as JSON text would be most of the stored bytes; search reads them from the vector field.
             "_source": {"excludes": ["embedding"]},

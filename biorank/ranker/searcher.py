@@ -138,9 +138,9 @@ class Searcher:
         if self._encoder is None:
             from biorank.indexer.encoder import Encoder
 
-            model = self.meta.get("model", "")
-            # The index records "name@version-or-digest"; the name is what the encoder is loaded by.
-            self._encoder = Encoder(model.rsplit("@", 1)[0])
+            # The index records how its encoder was named when it was built (a folder, a hub name), and
+            # loading that again must give the same weights: the model check below makes sure of it.
+            self._encoder = Encoder(self.meta.get("model_source") or self.meta.get("model", "").rsplit("@", 1)[0])
             check_index_meta(self.client, self.index, model=self._encoder.model_name)
         return self._encoder
 
