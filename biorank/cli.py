@@ -494,12 +494,12 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
       biorank eval --runs bm25.trec hybrid.trec --qrels qrels.tsv
     """
     from biorank.evaluation.measures import parse_measure, run_from_hits
+    from biorank.evaluation.phase_a import PhaseAScorer, read_submission
     from biorank.evaluation.report import evaluate_runs, write_report
     from biorank.evaluation.runs import read_trec, write_trec
     from biorank.evaluation.splits import dev_split
     from biorank.evaluation.systems import run_system
     from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
-    from biorank.ranker.searcher import Hit
 
     measure_names = [m.strip() for m in measures.split(",") if m.strip()]
     for name in measure_names:
@@ -515,17 +515,18 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
     aggregates: dict[str, dict[str, float]] = {}
     if score_runs != bool(run_paths):
         raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
-    if run_paths:
-        from biorank.evaluation.phase_a import read_submission
-        from biorank.evaluation.systems import SystemRun
+    scorer = PhaseAScorer(golden=qrels_path if relevance_notion(qrels_path) == "bioasq" else None,
+                          evidence=snippet_gold, judged=qrels, ap_denominator=ap_denominator)
 
+    def add(system: str, documents: dict[str, list[str]], snippets: dict | None) -> None:
+        per_query, totals = scorer.score(documents, snippets)
+        extra[system], aggregates[system] = per_query, totals
+
+    if run_paths:
         for path in run_paths:
             if path.endswith(".json"):
                 run, snippets = read_submission(path)
-                documents = {q: [Hit(d, "", i + 1, score) for i, (d, score) in enumerate(docs.items())]
-                             for q, docs in run.items()}
-                _phase_a_scores(Path(path).stem, SystemRun(documents, snippets), qrels_path, snippet_gold, qrels,
-                                extra, aggregates, ap_denominator)
+                add(Path(path).stem, {q: list(docs) for q, docs in run.items()}, snippets)
             else:
                 run = read_trec(path)
             runs[Path(path).stem] = run
@@ -544,7 +545,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
                 result = run_system(system, searcher, queries, k, advance)
             write_trec(out / f"{system}.trec", result.hits, tag=f"biorank-{system}")
             runs[system] = run_from_hits(result.hits)
-            _phase_a_scores(system, result, qrels_path, snippet_gold, qrels, extra, aggregates, ap_denominator)
+            add(system, {q: [h.id for h in hits] for q, hits in result.hits.items()}, result.snippets)
     notion = {"evidence": "evidence relevance (annotated evidence only)", "bioasq": "BioASQ gold documents",
               "qrels": "the qrels file's judgements"}[relevance_notion(qrels_path)]
     report = evaluate_runs(runs, qrels, measure_names, extra, aggregates)
@@ -582,26 +583,6 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
     output.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     snippets = sum(len(q["snippets"]) for q in body["questions"])
     click.echo(f"{len(body['questions'])} questions, {snippets} snippets written to {output}")
-
-
-def _phase_a_scores(system: str, result, qrels_path: str, snippet_gold: str | None, qrels: dict,
-                    extra: dict, aggregates: dict, ap_denominator: str) -> None:
-    """BioASQ's measures where the gold is a BioASQ golden file; SciFact sentence measures for snippets."""
-    from biorank.evaluation.phase_a import bioasq_scores, read_evidence_sentences, sentence_scores
-    from biorank.evaluation.topics import relevance_notion
-
-    if relevance_notion(qrels_path) == "bioasq":
-        from biorank.evaluation.bioasq import read_golden
-
-        gold = [q for q in read_golden(qrels_path) if q.id in qrels]
-        documents = {q: [h.id for h in hits] for q, hits in result.hits.items()}
-        per_query, totals = bioasq_scores(gold, documents, result.snippets,
-                                          ap_denominator=ap_denominator)
-        extra.setdefault(system, {}).update(per_query)
-        aggregates.setdefault(system, {}).update(totals)
-    if snippet_gold and result.snippets is not None:
-        sentences = {q: s for q, s in read_evidence_sentences(snippet_gold).items() if q in qrels}
-        extra.setdefault(system, {}).update(sentence_scores(sentences, result.snippets))
 
 
 @contextlib.contextmanager

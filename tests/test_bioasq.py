@@ -253,20 +253,25 @@ def test_snippet_span_validation():
 # ---------------------------------------------------------------- reading golden files
 
 
+def _gold_snippet(**changes: object) -> dict:
+    """A golden-file snippet of document 1's abstract, characters 4 to 7, with ``changes`` applied."""
+    return {
+        "document": "http://www.ncbi.nlm.nih.gov/pubmed/1",
+        "text": "abc",
+        "beginSection": "abstract",
+        "endSection": "abstract",
+        "offsetInBeginSection": 4,
+        "offsetInEndSection": 7,
+    } | changes
+
+
 def _write_golden(path: Path, questions: list[dict]) -> Path:
     path.write_text(json.dumps({"questions": questions}), encoding="utf-8")
     return path
 
 
 def test_read_golden_handles_url_forms_repeats_and_snippets_outside_the_documents(tmp_path: Path):
-    snippet = {
-        "document": "https://pubmed.ncbi.nlm.nih.gov/3/",
-        "text": "abc",
-        "beginSection": "abstract",
-        "endSection": "abstract",
-        "offsetInBeginSection": 4,
-        "offsetInEndSection": 7,
-    }
+    snippet = _gold_snippet(document="https://pubmed.ncbi.nlm.nih.gov/3/")
     title = {**snippet, "document": "http://www.ncbi.nlm.nih.gov/pubmed/2", "beginSection": "title"}
     title |= {"endSection": "title", "offsetInBeginSection": -1, "offsetInEndSection": 5}
     path = _write_golden(
@@ -294,14 +299,7 @@ def test_read_golden_handles_url_forms_repeats_and_snippets_outside_the_document
 
 
 def test_read_golden_rejects_cross_section_snippets(tmp_path: Path):
-    snippet = {
-        "document": "http://www.ncbi.nlm.nih.gov/pubmed/1",
-        "text": "x",
-        "beginSection": "title",
-        "endSection": "abstract",
-        "offsetInBeginSection": 0,
-        "offsetInEndSection": 10,
-    }
+    snippet = _gold_snippet(text="x", beginSection="title", offsetInBeginSection=0, offsetInEndSection=10)
     path = _write_golden(
         tmp_path / "g.json", [{"id": "q1", "body": "?", "type": "summary", "documents": [], "snippets": [snippet]}]
     )

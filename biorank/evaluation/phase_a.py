@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ from biorank.evaluation.bioasq import (
     SnippetSpan,
     document_measures,
     mean_measures,
+    read_golden,
     snippet_measures,
 )
 
@@ -53,6 +54,32 @@ def bioasq_scores(gold: Sequence[GoldQuestion], documents: Mapping[str, Sequence
     if snippet_rows:
         aggregates["bioasq-snippet-gmap"] = mean_measures(snippet_rows)["gmap"]
     return per_query, aggregates
+
+
+class PhaseAScorer:
+    """The gold that snippet and BioASQ measures need, read once for all the systems of an evaluation.
+
+    ``golden`` is a BioASQ golden file (document and snippet measures), ``evidence`` a SciFact claims file
+    (sentence measures); only the ``judged`` queries count.
+    """
+
+    def __init__(self, *, golden: str | Path | None = None, evidence: str | Path | None = None,
+                 judged: Collection[str] = (), ap_denominator: APDenominator = "min_gold_cutoff") -> None:
+        keep = set(judged)
+        self.gold = [q for q in read_golden(golden) if q.id in keep] if golden else []
+        self.evidence = {q: s for q, s in read_evidence_sentences(evidence).items() if q in keep} if evidence else {}
+        self.ap_denominator = ap_denominator
+
+    def score(self, documents: Mapping[str, Sequence[str]],
+              snippets: Mapping[str, Sequence[Snippet]] | None) -> tuple[PerQuery, dict[str, float]]:
+        """Per-query measures (measure -> query -> value) and aggregate-only values (GMAP) of one system."""
+        per_query: PerQuery = {}
+        aggregates: dict[str, float] = {}
+        if self.gold:
+            per_query, aggregates = bioasq_scores(self.gold, documents, snippets, ap_denominator=self.ap_denominator)
+        if self.evidence and snippets is not None:
+            per_query |= sentence_scores(self.evidence, snippets)
+        return per_query, aggregates
 
 
 def read_evidence_sentences(path: str | Path) -> dict[str, set[tuple[str, int]]]:
