@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from biorank.mappings.query_log import QUERY_LOG_INDEX
+
 _FALSE = {"0", "false", "no", "off"}
 
 
@@ -18,6 +20,9 @@ class ConnectionSettings:
     ca_file: str | None = None
     verify: bool = True
     timeout: float = 60.0
+    query_log: bool = True
+    """Whether query, search and eval write a record per query to ``query_log_index`` [BIORANK_QUERY_LOG=0]."""
+    query_log_index: str = QUERY_LOG_INDEX
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> ConnectionSettings:
@@ -28,6 +33,8 @@ class ConnectionSettings:
             password=env.get("BIORANK_PASSWORD") or None,
             ca_file=env.get("BIORANK_CA_FILE") or None,
             verify=env.get("BIORANK_VERIFY", "true").strip().lower() not in _FALSE,
+            query_log=env.get("BIORANK_QUERY_LOG", "true").strip().lower() not in _FALSE,
+            query_log_index=env.get("BIORANK_QUERY_LOG_INDEX") or QUERY_LOG_INDEX,
         )
 
     def with_overrides(self, **values: object) -> ConnectionSettings:

@@ -1,0 +1,1 @@
+"""OpenSearch Dashboards: the saved objects biorank ships (``biorank.ndjson``) and their import."""

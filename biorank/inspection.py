@@ -1,0 +1,162 @@
+"""What is stored, read back without Dashboards: one document with its blocks and sentences, one index's facts.
+
+Vectors are excluded from ``_source`` (they would be most of the stored bytes), and the ``fields`` API reads
+``_source`` for a ``knn_vector`` on OpenSearch 2.19, while ``docvalue_fields`` is refused ("doesn't support
+sorting"). A script field reads the vector from the vector field itself, which is what search scores with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from biorank.errors import BiorankError
+from biorank.indexer.indices import check_index_meta, list_indices
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+VECTOR_SCRIPT = {"source": "doc['embedding'].size() == 0 ? null : doc['embedding'].value"}
+MAX_ENTRIES = 10_000
+BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "dimension", "settings",
+                        "block_tokens", "sentences_index", "documents_index"})
+"""``_meta.biorank`` keys set when an index is built; every other key was stored later (λ, tuned weights)."""
+SECTIONS = ("title", "abstract")
+FIELD_ORDER = ("id", "title", "journal", "year", "mesh", "abstract")
+"""What a reader looks for first; the other stored fields follow by name."""
+
+
+class NotFound(BiorankError):
+    """No such index or document."""
+
+
+@dataclass(frozen=True)
+class Vector:
+    dimension: int
+    norm: float
+
+    @classmethod
+    def of(cls, values: Sequence[float] | None) -> Vector | None:
+        if not values:
+            return None
+        return cls(len(values), math.sqrt(sum(v * v for v in values)))
+
+
+@dataclass
+class StoredDocument:
+    """A document as the indices hold it: block 0's fields, every block, every sentence."""
+
+    index: str
+    id: str
+    fields: dict[str, Any]
+    blocks: list[dict[str, Any]]
+    sentences_index: str | None
+    sentences: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _vector(hit: dict) -> dict | None:
+    values = hit.get("fields", {}).get("embedding", [None])[0]
+    vector = Vector.of(values)
+    return asdict(vector) if vector else None
+
+
+def _meta(client: OpenSearch, index: str) -> dict:
+    from opensearchpy.exceptions import NotFoundError
+
+    try:
+        return check_index_meta(client, index)
+    except NotFoundError:
+        raise NotFound(f"no index {index!r}; `biorank indices` lists biorank's indices") from None
+
+
+def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocument:
+    """Every stored entry of ``doc_id`` in ``index`` and its sentences index, vectors as dimension and norm."""
+    meta = _meta(client, index)
+    body = {"size": MAX_ENTRIES, "query": {"term": {"id": doc_id}}, "sort": [{"block": "asc"}], "_source": True,
+            "script_fields": {"embedding": {"script": VECTOR_SCRIPT}}}
+    hits = client.search(index=index, body=body)["hits"]["hits"]
+    if not hits:
+        raise NotFound(f"no document {doc_id!r} in {index!r}")
+    blocks = [{"_id": h["_id"], **h["_source"], "vector": _vector(h)} for h in hits]
+    first = blocks[0] if blocks[0].get("block") == 0 else {}
+    names = sorted(set(first) - {"_id", "vector", "passage", "wordpieces"},
+                   key=lambda k: (FIELD_ORDER.index(k) if k in FIELD_ORDER else len(FIELD_ORDER), k))
+    fields = {k: first[k] for k in names}
+    document = StoredDocument(index, doc_id, fields, blocks, meta.get("sentences_index"))
+    if document.sentences_index and client.indices.exists(index=document.sentences_index):
+        body = {"size": MAX_ENTRIES, "query": {"term": {"doc_id": doc_id}}, "_source": True,
+                "script_fields": {"embedding": {"script": VECTOR_SCRIPT}}}
+        hits = client.search(index=document.sentences_index, body=body)["hits"]["hits"]
+        sentences = [{"_id": h["_id"], **h["_source"], "vector": _vector(h)} for h in hits]
+        rank = {section: i for i, section in enumerate(SECTIONS)}
+        document.sentences = sorted(sentences, key=lambda s: (rank.get(s.get("section"), len(rank)),
+                                                              s.get("number", 0)))
+    return document
+
+
+@dataclass
+class IndexStats:
+    """One documents index and its sentences index: counts, sizes, what built them and what was tuned."""
+
+    index: str
+    sentences_index: str | None
+    documents: int
+    blocks: int
+    sentences: int
+    size_bytes: dict[str, int]
+    model: str
+    model_source: str | None
+    dimension: int | None
+    mapping_version: int
+    block_tokens: int | None
+    settings: dict[str, Any]
+    """As built (shards, replicas, analyser, k1, b), k1 and b as the cluster applies them now."""
+    lam: float
+    lambda_tuned: bool
+    tuned: dict[str, Any]
+    """Every ``_meta.biorank`` key stored after the build (λ and its provenance, later stages' weights)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def index_stats(client: OpenSearch, index: str) -> IndexStats:
+    from biorank.ranker.searcher import DEFAULT_LAMBDA
+
+    meta = _meta(client, index)
+    info = next((row for row in list_indices(client) if row.name == index), None)
+    if info is None:
+        raise NotFound(f"{index!r} is a biorank {meta.get('kind', '?')} index, not a documents index")
+    sentences_index = meta.get("sentences_index")
+    names = [i for i in (index, sentences_index) if i and client.indices.exists(index=i)]
+    stats = client.indices.stats(index=",".join(names), metric="store")["indices"]
+    sizes = {name: stats[name]["total"]["store"]["size_in_bytes"] for name in names}
+    live = client.indices.get_settings(index=index, flat_settings=True)[index]["settings"]
+    settings = {**meta.get("settings", {})}
+    for key in ("k1", "b"):
+        # The similarity can be changed on a closed index after the build: what counts is what applies.
+        if f"index.similarity.default.{key}" in live:
+            settings[key] = float(live[f"index.similarity.default.{key}"])
+    return IndexStats(
+        index=index, sentences_index=sentences_index, documents=info.documents, blocks=info.blocks,
+        sentences=info.sentences, size_bytes=sizes, model=info.model, model_source=meta.get("model_source"),
+        dimension=meta.get("dimension"), mapping_version=info.mapping_version,
+        block_tokens=meta.get("block_tokens"), settings=settings,
+        lam=float(meta.get("lambda", DEFAULT_LAMBDA)), lambda_tuned="lambda" in meta,
+        tuned={k: v for k, v in meta.items() if k not in BUILD_KEYS},
+    )
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as ``a.b.c`` keys, for printing tuned settings whatever their shape."""
+    if not isinstance(value, dict) or not value:
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, inner in value.items():
+        flat.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+    return flat

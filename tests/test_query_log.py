@@ -1,0 +1,217 @@
+"""The query log on a real cluster: what a query writes, what turns it off, and failures that must not matter."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from opensearchpy import OpenSearch
+
+from biorank.cli import cli
+from biorank.mappings.query_log import query_log_index_body
+from biorank.querylog import BatchClock, QueryLog, hit_parts, logged_search
+from biorank.ranker.searcher import Searcher, SearchSettings
+
+QUERY = "Does vitamin B12 deficiency raise homocysteine levels?"
+WARNING = "query log could not be written"
+
+
+def _records(opensearch: OpenSearch, index: str) -> list[dict]:
+    opensearch.indices.refresh(index=index)
+    hits = opensearch.search(index=index, body={"size": 100, "sort": [{"timestamp": "asc"}]})["hits"]["hits"]
+    return [h["_source"] for h in hits]
+
+
+def _run(args: list[str], log_index: str, **env: str):
+    return CliRunner().invoke(cli, args, env={"BIORANK_QUERY_LOG_INDEX": log_index, **env})
+
+
+def test_a_query_writes_one_record_with_its_parameters_latencies_and_score_parts(
+    opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str
+) -> None:
+    before = datetime.now(timezone.utc)
+    result = _run(["--url", opensearch_url, "query", QUERY, "--index", sample_index, "-k", "5", "--json"],
+                  query_log_index)
+    assert result.exit_code == 0, result.output
+    shown = [json.loads(line) for line in result.stdout.splitlines()]
+
+    [record] = _records(opensearch, query_log_index)
+    assert before - timedelta(seconds=1) <= datetime.fromisoformat(record["timestamp"]) <= datetime.now(timezone.utc)
+    assert (record["command"], record["index"], record["query"], record["mode"], record["k"]) == (
+        "query", sample_index, QUERY, "hybrid", 5)
+    assert record["lambda"] == 0.03  # the sample index has no tuned λ
+    assert record["bm25_fields"] == "passage" and record["batch"] == 1 and record["hits_returned"] == 5
+    assert record["latency_ms"]["first_stage"] > 0
+    assert record["latency_ms"]["total"] >= record["latency_ms"]["first_stage"]
+    # The logged hits are the ones the user saw, with every part of their scores.
+    assert [h["id"] for h in record["hits"]] == [h["id"] for h in shown]
+    for logged, hit in zip(record["hits"], shown, strict=True):
+        assert logged["rank"] == hit["rank"]
+        for part in ("score", "bm25", "dense", "hybrid"):
+            assert logged[part] == pytest.approx(hit[part])
+        assert "title" not in logged
+
+    meta = opensearch.indices.get_mapping(index=query_log_index)[query_log_index]["mappings"]
+    assert meta["_meta"]["biorank"]["kind"] == "query_log"
+    assert meta["properties"]["timestamp"]["type"] == "date"
+    assert meta["properties"]["query"]["fields"]["keyword"]["type"] == "keyword"
+
+    listed = _run(["--url", opensearch_url, "log", "--last", "5", "--json"], query_log_index)
+    assert listed.exit_code == 0, listed.output
+    assert [json.loads(line)["query"] for line in listed.stdout.splitlines()] == [QUERY]
+    table = _run(["--url", opensearch_url, "log", "--index", sample_index], query_log_index)
+    assert table.exit_code == 0 and "query" in table.stdout and shown[0]["id"] in table.stdout, table.output
+
+
+def test_search_logs_every_query_with_its_id_and_its_share_of_the_batch(
+    opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str, tmp_path: Path
+) -> None:
+    queries = tmp_path / "queries.tsv"
+    # Common words: every query matches more documents than the log keeps.
+    queries.write_text("q1\tcancer patients and their treatment\nq2\tprotein expression in cells\n"
+                       "q3\trisk of disease in children\n")
+    result = _run(["--url", opensearch_url, "search", "--queries", str(queries), "--output", str(tmp_path / "run"),
+                   "--index", sample_index, "--mode", "bm25", "-k", "50"], query_log_index)
+    assert result.exit_code == 0, result.output
+
+    records = _records(opensearch, query_log_index)
+    assert sorted(r["query_id"] for r in records) == ["q1", "q2", "q3"]
+    assert len({r["run"] for r in records}) == 1
+    for r in records:
+        assert (r["command"], r["mode"], r["bm25_fields"], r["k"], r["batch"]) == ("search", "bm25", "text", 50, 3)
+        assert "lambda" not in r  # λ does not weigh a BM25 score
+        assert len(r["hits"]) == 10 and r["hits_returned"] > 10  # the top 10 are kept, whatever the depth
+        assert r["latency_ms"]["first_stage"] > 0
+    # One batch: its time is shared equally.
+    assert len({r["latency_ms"]["first_stage"] for r in records}) == 1
+
+
+def test_eval_logs_each_system_with_its_own_first_stage(
+    opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str, tmp_path: Path
+) -> None:
+    ids = [h["_id"] for h in opensearch.search(index=sample_index, body={"size": 2, "query": {"term": {"block": 0}},
+                                                                          "_source": False})["hits"]["hits"]]
+    queries, qrels = tmp_path / "queries.tsv", tmp_path / "qrels.tsv"
+    queries.write_text("a\tvitamin B12 and homocysteine\nb\tDNA methylation in blood cells\n")
+    qrels.write_text(f"query-id\tcorpus-id\tscore\na\t{ids[0]}\t1\nb\t{ids[1]}\t1\n")
+    result = _run(["--url", opensearch_url, "eval", "--queries", str(queries), "--qrels", str(qrels), "--index",
+                   sample_index, "--systems", "bm25,dense", "-k", "20", "--out", str(tmp_path / "eval")],
+                  query_log_index)
+    assert result.exit_code == 0, result.output
+
+    records = _records(opensearch, query_log_index)
+    assert sorted((r["system"], r["mode"], r["query_id"]) for r in records) == [
+        ("bm25", "bm25", "a"), ("bm25", "bm25", "b"), ("dense", "dense", "a"), ("dense", "dense", "b")]
+    assert all(r["command"] == "eval" and r["latency_ms"]["first_stage"] > 0 for r in records)
+    assert all("dense" in h and "bm25" not in h for r in records if r["mode"] == "dense" for h in r["hits"])
+
+
+@pytest.mark.parametrize("off", [["--no-log"], []], ids=["--no-log", "BIORANK_QUERY_LOG=0"])
+def test_the_flag_and_the_setting_turn_the_log_off(
+    opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str, off: list[str]
+) -> None:
+    env = {} if off else {"BIORANK_QUERY_LOG": "0"}
+    result = _run(["--url", opensearch_url, "query", QUERY, "--index", sample_index, "--mode", "bm25", *off],
+                  query_log_index, **env)
+    assert result.exit_code == 0, result.output
+    assert not opensearch.indices.exists(index=query_log_index)
+
+
+def test_an_invalid_log_index_warns_once_and_the_query_is_answered(
+    opensearch_url: str, opensearch: OpenSearch, sample_index: str
+) -> None:
+    # Upper case is not allowed in index names: creating the log index fails on the cluster.
+    result = _run(["--url", opensearch_url, "query", QUERY, "--index", sample_index, "--mode", "bm25", "--json"],
+                  "Biorank-Queries-INVALID")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 10  # the hits
+    warnings = [line for line in result.stderr.splitlines() if WARNING in line]
+    assert len(warnings) == 1, result.stderr
+    assert "invalid_index_name_exception" in warnings[0]
+
+
+@pytest.mark.parametrize("breakage", ["read-only", "closed"])
+def test_a_log_index_that_refuses_writes_fails_no_query(
+    opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str, tmp_path: Path,
+    breakage: str,
+) -> None:
+    opensearch.indices.create(index=query_log_index, body=query_log_index_body())
+    if breakage == "read-only":
+        opensearch.indices.put_settings(index=query_log_index, body={"index.blocks.write": True})
+    else:
+        opensearch.indices.close(index=query_log_index)
+    queries = tmp_path / "queries.tsv"
+    # More queries than one bulk request holds: the first failed request must be the only one said.
+    queries.write_text("".join(f"q{i}\tvitamin B{i} deficiency\n" for i in range(300)))
+    result = _run(["--url", opensearch_url, "search", "--queries", str(queries), "--output", str(tmp_path / "run"),
+                   "--index", sample_index, "--mode", "bm25", "-k", "10"], query_log_index)
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "run").read_text().splitlines()) == 3000
+    warnings = [line for line in result.stderr.splitlines() if WARNING in line]
+    assert len(warnings) == 1, result.stderr
+    assert ("cluster_block_exception" if breakage == "read-only" else "index_closed_exception") in warnings[0]
+
+    # In the library, the first failed flush turns the log off: later records neither go out nor warn again.
+    said: list[str] = []
+    log = QueryLog(opensearch, query_log_index, command="test", flush_every=2, warn=said.append)
+    for i in range(7):
+        log.add(index=sample_index, query=f"q{i}", mode="bm25", k=10, latency_ms={"first_stage": 1.0}, hits=[])
+    log.close()
+    assert len(said) == 1 and not log.enabled and log.written == 0
+
+
+def test_logged_search_answers_as_search_many_and_logs_each_chunk_as_it_is_done(
+    opensearch: OpenSearch, sample_index: str, query_log_index: str
+) -> None:
+    searcher = Searcher(opensearch, sample_index, SearchSettings(mode="bm25"))
+    queries = {f"q{i}": f"cells and protein {i}" for i in range(70)}
+    ticks: list[int] = []
+    with QueryLog(opensearch, query_log_index, command="test", flush_every=32) as log:
+        hits = logged_search(log, searcher, queries, 5, progress=ticks.append)
+    assert {q: [h.id for h in found] for q, found in hits.items()} == {
+        q: [h.id for h in found] for q, found in searcher.search_many(queries, 5).items()}
+    assert sum(ticks) == 70 and log.written == 70
+    assert sorted(r["batch"] for r in _records(opensearch, query_log_index)) == [6] * 6 + [32] * 64
+
+
+def test_new_stages_and_score_parts_are_logged_as_numbers(opensearch: OpenSearch, query_log_index: str) -> None:
+    log = QueryLog(opensearch, query_log_index, command="test")
+    hits = [{"id": 7, "rank": 1, "score": 2.5, "rerank": 0.75, "colbert": 3, "title": "words", "flag": True,
+             "bad": float("nan")}]
+    log.add(index="x", query="q", mode="hybrid", k=1, hits=hits,
+            latency_ms={"first_stage": 10, "rerank": 40.5, "snippets": 3.25, "expansion": 1})
+    log.close()
+    assert log.written == 1 and log.failure is None
+
+    [record] = _records(opensearch, query_log_index)
+    assert record["hits"] == [{"id": "7", "rank": 1, "score": 2.5, "rerank": 0.75, "colbert": 3}]
+    assert record["latency_ms"] == {"first_stage": 10, "rerank": 40.5, "snippets": 3.25, "expansion": 1}
+    properties = opensearch.indices.get_mapping(index=query_log_index)[query_log_index]["mappings"]["properties"]
+    assert properties["hits"]["properties"]["colbert"]["type"] == "float"
+    assert properties["latency_ms"]["properties"]["expansion"]["type"] == "float"
+
+
+def test_the_batch_clock_shares_each_batch_among_its_queries() -> None:
+    ticks: list[int] = []
+    clock = BatchClock(["a", "b", "c"], ticks.append)
+    time.sleep(0.04)
+    clock(2)
+    time.sleep(0.02)
+    clock(1)
+    time.sleep(0.03)  # a later stage over all queries: snippets, say
+    latency = clock.latencies()
+    assert ticks == [2, 1]
+    assert clock.batch == {"a": 2, "b": 2, "c": 1}
+    assert latency["a"]["first_stage"] == latency["b"]["first_stage"] == pytest.approx(20, abs=8)
+    assert latency["c"]["first_stage"] == pytest.approx(20, abs=8)
+    for q in "abc":
+        assert latency[q]["total"] - latency[q]["first_stage"] == pytest.approx(10, abs=5)
+
+
+def test_hit_parts_keep_every_finite_number_and_the_id() -> None:
+    assert hit_parts({"id": "x", "score": 1.0, "extra": 2, "text": "no", "ok": False, "inf": float("inf")}) == {
+        "id": "x", "score": 1.0, "extra": 2}
