@@ -57,7 +57,11 @@ __all__ = [
     "Encoder",
     "ModelNotInstalled",
     "Precision",
+    "folder_digest",
+    "model_identity",
+    "native_bf16",
     "packaged_model_dir",
+    "quiet_loading",
     "resolve_model",
 ]
 
@@ -104,7 +108,7 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def _folder_digest(folder: Path) -> str:
+def folder_digest(folder: Path) -> str:
     """A short hash of a model folder's contents, so that two different local models never share a name."""
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -119,7 +123,17 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def _native_bf16(torch: Any, device: Any) -> bool:
+def model_identity(name: str) -> str:
+    """A stable identifier of a model's weights: package@version, folder@content digest, or the hub name."""
+    if name == DEFAULT_MODEL:
+        return f"{DEFAULT_MODEL}@{packaged_model_dir(DEFAULT_MODEL)[1]}"
+    folder = Path(resolve_model(name))
+    if folder.is_dir():
+        return f"{folder.resolve().name}@{folder_digest(folder.resolve())}"
+    return name
+
+
+def native_bf16(torch: Any, device: Any) -> bool:
     """Whether the device computes in bf16 natively; emulated bf16 is far slower than fp32 (see above)."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
@@ -131,15 +145,19 @@ def _native_bf16(torch: Any, device: Any) -> bool:
 
 
 @contextlib.contextmanager
-def _quiet_loading() -> Iterator[None]:
-    """Hide transformers' per-load "Loading weights" bar, which would cut through biorank's own progress bar."""
+def quiet_loading() -> Iterator[None]:
+    """Hide transformers' per-load "Loading weights" bar, which would cut through biorank's own progress bar,
+    and its load report, which calls the fresh head of a model about to be trained "MISSING"."""
     from transformers.utils import logging
 
     was_enabled = logging.is_progress_bar_enabled()
+    verbosity = logging.get_verbosity()
     logging.disable_progress_bar()
+    logging.set_verbosity_error()
     try:
         yield
     finally:
+        logging.set_verbosity(verbosity)
         if was_enabled:
             logging.enable_progress_bar()
 
@@ -173,11 +191,11 @@ class Encoder:
         self._batch_size = batch_size
         self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if precision == "auto":
-            precision = "bf16" if _native_bf16(torch, torch.device(self._device)) else "fp32"
+            precision = "bf16" if native_bf16(torch, torch.device(self._device)) else "fp32"
         self._precision: Precision = precision
         # local_files_only keeps a local model from ever reaching for the hub (as HF_HUB_OFFLINE=1 would),
         # without switching the hub off for the rest of the process.
-        with _quiet_loading():
+        with quiet_loading():
             self._model: SentenceTransformer = SentenceTransformer(
                 self._source,
                 device=self._device,
@@ -191,6 +209,11 @@ class Encoder:
     def source(self) -> str:
         """The model as it was named: the default's name, a local folder or a hub name; what loads it again."""
         return self._name
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The sentence-transformers model itself: the encoder trainer fine-tunes it in place."""
+        return self._model
 
     @property
     def precision(self) -> Precision:
@@ -214,12 +237,7 @@ class Encoder:
     @cached_property
     def model_name(self) -> str:
         """A stable identifier of the model's weights, to record in the index beside the vectors."""
-        if self._name == DEFAULT_MODEL:
-            return f"{DEFAULT_MODEL}@{packaged_model_dir(DEFAULT_MODEL)[1]}"
-        if self._local:
-            folder = Path(self._source).resolve()
-            return f"{folder.name}@{_folder_digest(folder)}"
-        return self._name
+        return model_identity(self._name)
 
     @property
     def max_seq_length(self) -> int:

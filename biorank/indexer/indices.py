@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,10 @@ from biorank.mappings.documents import MAPPING_VERSION
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
+
+
+REENCODING = "reencoding"
+"""Key of ``_meta.biorank`` that is present while ``biorank reindex-vectors`` re-encodes the index."""
 
 
 class IndexMismatch(BiorankError):
@@ -42,12 +47,49 @@ def check_index_meta(client: OpenSearch, index: str, *, model: str | None = None
             f"index {index!r} has mapping version {meta.get('mapping_version')}, this biorank writes "
             f"{MAPPING_VERSION}; rebuild it with `biorank index ... --index {index} --recreate`"
         )
+    if model is not None and REENCODING in meta:
+        # Its vectors are part old encoder, part new: neither encoder's queries would rank them fairly.
+        state = meta[REENCODING]
+        raise IndexMismatch(
+            f"index {index!r} is half re-encoded with {state.get('model')!r}; finish with `biorank "
+            f"reindex-vectors --index {index} --model {state.get('model_source') or state.get('model')}`"
+        )
     if model is not None and meta.get("model") != model:
         raise IndexMismatch(
             f"index {index!r} was built with the encoder {meta.get('model')!r}, not {model!r}; use that "
             f"encoder (--model), or rebuild with --recreate"
         )
     return meta
+
+
+def update_index_meta(client: OpenSearch, index: str, *, remove: Iterable[str] = (), **entries: object) -> dict:
+    """Set ``entries`` in the index's biorank record (tuned λ, a reranker, snippet weights) and drop the keys
+    in ``remove``; returns the record.
+
+    ``_meta`` is replaced as a whole by a mapping update, so the rest of the record is sent back with it.
+    """
+    mapping = client.indices.get_mapping(index=index)
+    meta = next(iter(mapping.values()))["mappings"].get("_meta", {})
+    biorank = {key: value for key, value in meta.get("biorank", {}).items() if key not in set(remove)}
+    biorank |= entries
+    client.indices.put_mapping(index=index, body={"_meta": {**meta, "biorank": biorank}})
+    return biorank
+
+
+def entries_in_order(client: OpenSearch, index: str, *, sort: Sequence[str], source: Sequence[str],
+                     query: dict | None = None, size: int = 500, after: list | None = None) -> Iterator[list[dict]]:
+    """Every entry matching ``query``, a page of hits at a time, ordered by the ``sort`` fields (which must
+    identify an entry); each hit's ``sort`` is where a later call can continue (``after``)."""
+    while True:
+        body = {"size": size, "query": query or {"match_all": {}}, "_source": list(source),
+                "sort": [{name: "asc"} for name in sort]}
+        if after:
+            body["search_after"] = after
+        hits = client.search(index=index, body=body)["hits"]["hits"]
+        if not hits:
+            return
+        yield hits
+        after = hits[-1]["sort"]
 
 
 def list_indices(client: OpenSearch) -> list[IndexInfo]:

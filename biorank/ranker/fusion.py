@@ -32,13 +32,15 @@ def rrf_fusion(bm25: Sequence[Hit], dense: Sequence[Hit], *, k: int, rrf_k: int 
     return _merge(bm25, dense, scores, k)
 
 
+def min_max(values: Sequence[float]) -> list[float]:
+    """Scores scaled to [0, 1] by their own min and max."""
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    # Equal scores carry no order: every one gets the top value, as neural-search does.
+    return [(v - low) / (high - low) if high > low else 1.0 for v in values]
+
+
 def _minmax(ranking: Sequence[Hit]) -> dict[str, float]:
-    if not ranking:
-        return {}
-    values = [h.score for h in ranking]
-    low, high = min(values), max(values)
-    # A list whose scores are all equal carries no order: every document gets the top value, as neural-search does.
-    return {h.id: (h.score - low) / (high - low) if high > low else 1.0 for h in ranking}
+    return dict(zip((h.id for h in ranking), min_max([h.score for h in ranking]), strict=True))
 
 
 def minmax_fusion(bm25: Sequence[Hit], dense: Sequence[Hit], *, k: int, rrf_k: int = 60) -> list[Hit]:

@@ -94,6 +94,8 @@ class Hit:
     """⟨q, p⟩ of the document's best block (cosine: vectors are unit length)."""
     hybrid: float | None = None
     """λ·bm25 + dense."""
+    rerank: float | None = None
+    """The cross-encoder's score, for hits a reranker reordered (then also ``score``)."""
     block: int = 0
     explanation: dict | None = field(default=None, compare=False, repr=False)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biorank.evaluation.measures import Qrels, evaluate, run_from_hits
+from biorank.indexer.indices import update_index_meta
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -56,8 +57,4 @@ def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title:
 
 def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: object) -> None:
     """Record λ (and how it was found) in the index's ``_meta``, which hybrid searches read."""
-    mapping = client.indices.get_mapping(index=index)
-    meta = next(iter(mapping.values()))["mappings"].get("_meta", {})
-    # _meta is replaced as a whole by a mapping update, so the rest of the record is sent back with it.
-    biorank = {**meta.get("biorank", {}), "lambda": lam, "lambda_tuning": provenance}
-    client.indices.put_mapping(index=index, body={"_meta": {**meta, "biorank": biorank}})
+    update_index_meta(client, index, **{"lambda": lam, "lambda_tuning": provenance})

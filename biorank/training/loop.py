@@ -1,0 +1,214 @@
+"""What biorank's trainers share: the epoch loop with dev validation, checkpoints that resume, the schedule.
+
+A trainer supplies the loss of one step (``loss_at(epoch, position)``), how to validate on the development
+split and how to save the model; :func:`run_epochs` does the rest the same way for every model. A
+checkpoint every ``checkpoint_every`` steps (weights, optimiser, schedule, position and random state) lets an
+interrupted run continue where it was, and it is refused when the recipe changed since.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from biorank.errors import BiorankError
+from biorank.evaluation.measures import Qrels
+from biorank.evaluation.splits import DEV_SEED, dev_split
+from biorank.indexer.encoder import native_bf16
+
+CHECKPOINT = "checkpoint"
+METRIC = "nDCG@10"
+
+Progress = Callable[[str, int, int], None]
+
+
+class TrainingError(BiorankError):
+    """Training cannot start: no judged queries, no texts, or a checkpoint of another recipe."""
+
+
+class Ranked:
+    """The one attribute :func:`biorank.evaluation.measures.run_from_hits` reads of a hit."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, doc_id: str) -> None:
+        self.id = doc_id
+
+
+def split_judged(queries: Mapping[str, str], qrels: Qrels,
+                 log: Callable[[str], None]) -> tuple[list[str], list[str]]:
+    """(training, development) ids of the queries with a relevant document: outside and inside the dev split."""
+    judged = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
+    if len(judged) < 5:
+        raise TrainingError(f"only {len(judged)} queries have a relevant document; training needs more")
+    rest, dev = dev_split(judged)
+    log(f"{len(rest)} training queries, {len(dev)} development queries (seed {DEV_SEED})")
+    return rest, dev
+
+
+def stage_counter(progress: Progress | None, stage: str, total: int) -> Callable[[int], None]:
+    """An advance-by-n callback that reports one stage of a (stage, done, total) progress function."""
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(stage, done, total)
+
+    return advance
+
+
+def optimiser(model: Any, config: Any, steps_per_epoch: int) -> tuple[int, Any, Any]:
+    """The total steps of a recipe (``epochs``, ``max_steps``), its AdamW optimiser and linear schedule."""
+    import torch
+
+    total_steps = steps_per_epoch * config.epochs
+    if config.max_steps is not None:
+        total_steps = min(total_steps, config.max_steps)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    schedule = linear_schedule(optimizer, warmup=int(config.warmup_fraction * total_steps), total=total_steps)
+    return total_steps, optimizer, schedule
+
+
+def use_bf16(precision: str) -> bool:
+    """Whether to train under bf16 autocast: asked for, or "auto" on a CPU that computes bf16 natively."""
+    import torch
+
+    return precision == "bf16" or (precision == "auto" and native_bf16(torch, torch.device("cpu")))
+
+
+def linear_schedule(optimizer: Any, *, warmup: int, total: int) -> Any:
+    """Linear warm-up to the full learning rate over ``warmup`` steps, then linear decay to 0 at ``total``."""
+    import torch
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@dataclass
+class Checkpoint:
+    """A training run's checkpoint folder; ``save_model``/``load_model`` write and read the weights in it."""
+
+    folder: Path
+    config: Any
+    """The recipe (a dataclass); a checkpoint of another recipe is refused."""
+    save_model: Callable[[Path], None]
+    load_model: Callable[[Path], None]
+
+    def save(self, optimizer: Any, schedule: Any, step: int, history: list[dict]) -> None:
+        import torch
+
+        partial = self.folder.with_name(self.folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        self.save_model(partial)
+        torch.save({"optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                    "rng": torch.get_rng_state()}, partial / "trainer.pt")
+        (partial / "state.json").write_text(json.dumps({"step": step, "history": history,
+                                                        "config": asdict(self.config)}, indent=2))
+        # Swapped in whole, so a kill while saving leaves the previous checkpoint intact.
+        shutil.rmtree(self.folder, ignore_errors=True)
+        partial.rename(self.folder)
+
+    def resume(self, optimizer: Any, schedule: Any, log: Callable[[str], None]) -> dict:
+        """The step and history to continue from, with weights, optimiser and schedule restored; step 0 if none."""
+        import torch
+
+        state_file = self.folder / "state.json"
+        if not state_file.is_file():
+            return {"step": 0, "history": []}
+        state = json.loads(state_file.read_text())
+        if state["config"] != json.loads(json.dumps(asdict(self.config))):
+            raise TrainingError(
+                f"{self.folder} is a checkpoint of another recipe; remove it or train into another --out")
+        self.load_model(self.folder)
+        saved = torch.load(self.folder / "trainer.pt", weights_only=False)
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        torch.set_rng_state(saved["rng"])
+        log(f"resuming from the checkpoint at step {state['step']}")
+        return state
+
+
+def remove_checkpoint(out: Path) -> None:
+    """Once the model and its card are written, the checkpoint of the run that made them is not needed."""
+    shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=4)
+def epoch_order(size: int, seed: int, epoch: int) -> tuple[int, ...]:
+    """The order an epoch visits ``size`` training items in: shuffled, the same again for the same epoch."""
+    order = list(range(size))
+    random.Random(f"{seed}:epoch{epoch}").shuffle(order)
+    return tuple(order)
+
+
+@dataclass
+class EpochsResult:
+    steps: int
+    history: list[dict]
+    best_epoch: int
+
+
+def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path, *,
+               save_model: Callable[[Path], None], load_model: Callable[[Path], None], steps_per_epoch: int,
+               total_steps: int, loss_at: Callable[[int, int], Any], validate: Callable[[], float],
+               baseline: tuple[str, float], started: float, progress: Progress | None,
+               log: Callable[[str], None]) -> EpochsResult:
+    """Train from the checkpoint's step (or 0) to ``total_steps``, validating after every complete epoch.
+
+    ``config`` is the recipe (``epochs``, ``checkpoint_every``); ``loss_at(epoch, position)`` is the loss of
+    step ``position`` of ``epoch``. ``save_model(folder)`` writes the weights: into ``out`` whenever an epoch's
+    dev score beats every earlier one's, and into the checkpoint (``out/checkpoint``), which
+    ``load_model(folder)`` reads back on resuming. ``baseline`` (name, score) is what the log compares with.
+    """
+    import torch
+
+    checkpoint = Checkpoint(out / CHECKPOINT, config, save_model, load_model)
+    epochs, checkpoint_every = config.epochs, config.checkpoint_every
+    state = checkpoint.resume(optimizer, schedule, log)
+    step, history = state["step"], state["history"]
+    best = max((h[METRIC] for h in history), default=-1.0)
+    best_epoch = 0
+    for epoch in range(step // steps_per_epoch, epochs):
+        model.train()
+        for position in range(step - epoch * steps_per_epoch, steps_per_epoch):
+            if step >= total_steps:
+                break
+            loss = loss_at(epoch, position)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            if progress is not None:
+                progress("training", step, total_steps)
+            if step % checkpoint_every == 0:
+                checkpoint.save(optimizer, schedule, step, history)
+        epoch_done = step >= min(total_steps, (epoch + 1) * steps_per_epoch)
+        if not epoch_done:
+            break
+        score = validate()
+        history.append({"epoch": epoch + 1, "steps": step, METRIC: score,
+                        "minutes": round((time.perf_counter() - started) / 60, 1)})
+        log(f"epoch {epoch + 1}: dev {METRIC} {score:.4f} ({baseline[0]} {baseline[1]:.4f})")
+        if score > best:
+            best, best_epoch = score, epoch + 1
+            save_model(out)
+        checkpoint.save(optimizer, schedule, step, history)
+        if step >= total_steps:
+            break
+    best_epoch = best_epoch or max(range(len(history)), key=lambda i: history[i][METRIC]) + 1
+    return EpochsResult(step, history, best_epoch)

@@ -1,0 +1,149 @@
+"""The cross-encoder reranker and its trainer, on real SciFact data, a real node and real (briefly trained) weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from biorank.errors import BiorankError
+from biorank.evaluation.topics import read_qrels, read_queries
+from biorank.ranker.reranker import Reranker, fetch_texts, index_reranker, reorder, rerank_many
+from biorank.ranker.searcher import Hit, Searcher
+from biorank.training.negatives import bm25_candidates, sample_negatives
+from biorank.training.reranker import RerankerTraining, TrainingError, train_reranker
+
+CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculosis."
+
+
+@pytest.fixture(scope="module")
+def reranker(tiny_reranker: Path) -> Reranker:
+    return Reranker(tiny_reranker, max_length=64, batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def scifact_topics(shared_data: Path) -> tuple[dict[str, str], dict]:
+    return (read_queries(shared_data / "scifact" / "claims_train.jsonl"),
+            read_qrels(shared_data / "scifact" / "qrels" / "train.tsv"))
+
+
+def test_trained_model_has_a_card_and_loads(tiny_reranker: Path, reranker: Reranker) -> None:
+    card = (tiny_reranker / "README.md").read_text()
+    record = json.loads((tiny_reranker / "training.json").read_text())
+    assert "## Data" in card and "## Recipe" in card and "never a judged document" in card
+    assert record["recipe"]["max_steps"] == 6 and record["result"]["training steps"] == 6
+    assert not (tiny_reranker / "checkpoint").exists()
+    scores = reranker.score(CLAIM, ["Vitamin D and tuberculosis in a cohort.", "Gene expression in yeast."])
+    assert scores.shape == (2,) and all(abs(s) < 1e3 for s in scores)
+    assert reranker.model_name.startswith(f"{tiny_reranker.name}@")
+
+
+def test_a_pair_scores_the_same_in_any_batch(reranker: Reranker, sample_index: str, opensearch) -> None:
+    hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
+    texts = fetch_texts(opensearch, sample_index, [h.id for h in hits])
+    documents = [texts[h.id] for h in hits]
+    alone = reranker.score(CLAIM, documents[:1])[0]
+    among_others = reranker.score(CLAIM, documents[5:12] + documents[:1] + documents[12:])[7]
+    reversed_order = reranker.score(CLAIM, documents[::-1])[-1]
+    assert alone == among_others == reversed_order
+
+
+def test_reranking_only_reorders_the_candidates(reranker: Reranker, sample_index: str, opensearch) -> None:
+    searcher = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text")
+    hits = searcher.search(CLAIM, 30)
+    reranked = rerank_many(reranker, opensearch, sample_index, {"q": CLAIM}, {"q": hits}, depth=10)["q"]
+    assert sorted(h.id for h in reranked) == sorted(h.id for h in hits)
+    assert [h.id for h in reranked[10:]] == [h.id for h in hits[10:]]
+    assert {h.id for h in reranked[:10]} == {h.id for h in hits[:10]}
+    assert [h.rank for h in reranked] == list(range(1, 31))
+    scores = [h.score for h in reranked]
+    assert scores == sorted(scores, reverse=True)
+    assert all(h.rerank is not None and h.bm25 is not None for h in reranked[:10])
+    assert all(h.rerank is None for h in reranked[10:])
+
+
+def test_ties_keep_first_stage_order() -> None:
+    hits = [Hit(id=f"d{i}", title="", rank=i, score=10.0 - i) for i in range(1, 6)]
+    reordered = reorder(hits, [0.5, 2.0, 0.5, 2.0])
+    assert [h.id for h in reordered] == ["d2", "d4", "d1", "d3", "d5"]
+    assert reordered[-1].score < reordered[-2].score
+
+
+def test_interpolation_weighs_normalised_scores() -> None:
+    hits = [Hit(id=f"d{i}", title="", rank=i, score=s) for i, s in enumerate([9.0, 5.0, 1.0], 1)]
+    # Normalised: first stage (1, 0.5, 0), reranker (0, 0.25, 1).
+    assert [h.id for h in reorder(hits, [0.0, 1.0, 4.0], weight=0.6)] == ["d3", "d1", "d2"]
+    assert [h.id for h in reorder(hits, [0.0, 1.0, 4.0], weight=0.5)] == ["d1", "d3", "d2"]  # a tie: d1 first
+    assert [h.id for h in reorder(hits, [0.0, 1.0, 4.0], weight=0.3)] == ["d1", "d2", "d3"]
+    assert [h.id for h in reorder(hits, [0.0, 1.0, 4.0], weight=0.0)] == ["d1", "d2", "d3"]
+    assert [h.rerank for h in reorder(hits, [0.0, 1.0, 4.0], weight=0.6)] == [4.0, 0.0, 1.0]
+    with pytest.raises(ValueError):
+        reorder(hits, [0.0, 1.0, 4.0], weight=1.5)
+
+
+def test_negatives_never_include_a_judged_document(sample_index: str, opensearch, scifact_topics) -> None:
+    queries, qrels = scifact_topics
+    ids = sorted(qrels)[:60]
+    candidates = bm25_candidates(Searcher(opensearch, sample_index), {q: queries[q] for q in ids}, 50)
+    groups = sample_negatives(candidates, qrels, ids, per_positive=20, seed=7)
+    assert groups and sum(len(g.negatives) for g in groups) > 100
+    for group in groups:
+        assert not set(group.negatives) & set(qrels[group.query_id])
+        assert len(set(group.negatives)) == len(group.negatives) <= 20
+        assert set(group.negatives) <= set(candidates[group.query_id])
+        assert qrels[group.query_id][group.positive] > 0
+    assert sample_negatives(candidates, qrels, ids, per_positive=20, seed=7) == groups
+    assert sample_negatives(candidates, qrels, ids, per_positive=20, seed=8) != groups
+
+
+def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, opensearch, scifact_topics,
+                                                             tmp_path: Path) -> None:
+    queries, qrels = scifact_topics
+    found = opensearch.search(index=sample_index, body={"size": 1000, "_source": False})["hits"]["hits"]
+    judged = sorted(q for q, docs in qrels.items() if docs.keys() & {h["_id"] for h in found})[:30]
+    config = RerankerTraining(negatives_per_positive=2, negatives_from_top=10, max_length=48, validation_depth=5,
+                              max_steps=5, checkpoint_every=2)
+    searcher = Searcher(opensearch, sample_index)
+    topics = ({q: queries[q] for q in judged}, {q: qrels[q] for q in judged})
+
+    def interrupt(stage: str, done: int, total: int) -> None:
+        if stage == "training" and done == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_reranker(searcher, *topics, tmp_path, config, progress=interrupt, log=lambda _: None)
+    state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())
+    assert state["step"] == 2
+    messages: list[str] = []
+    report = train_reranker(searcher, *topics, tmp_path, config, log=messages.append)
+    assert "resuming from the checkpoint at step 2" in messages
+    assert report.steps == 5 and (tmp_path / "model.safetensors").is_file()
+    with pytest.raises(TrainingError, match="another recipe"):
+        (tmp_path / "checkpoint").mkdir()
+        (tmp_path / "checkpoint" / "state.json").write_text(json.dumps({**state, "config": {}}))
+        train_reranker(searcher, *topics, tmp_path, config, log=lambda _: None)
+
+
+def test_an_index_without_a_reranker_says_how_to_get_one() -> None:
+    with pytest.raises(BiorankError, match="biorank train-reranker --index scifact"):
+        index_reranker({"model": "x"}, "scifact")
+    with pytest.raises(BiorankError, match="not on this machine"):
+        index_reranker({"reranker": {"model": "/nonexistent/reranker"}}, "scifact")
+
+
+def test_query_rerank_shows_the_reranker_score_beside_the_parts(opensearch_url: str, sample_index: str,
+                                                               tiny_reranker: Path) -> None:
+    from click.testing import CliRunner
+
+    from biorank.cli import cli
+
+    args = ["--url", opensearch_url, "query", CLAIM, "--index", sample_index, "-k", "5", "--no-log"]
+    result = CliRunner().invoke(cli, [*args, "--rerank", "--reranker", str(tiny_reranker), "--rerank-depth", "8",
+                                      "--rerank-weight", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    hits = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(hits) == 5 and all({"rerank", "bm25", "dense", "hybrid"} <= hit.keys() for hit in hits)
+    assert [h["score"] for h in hits] == sorted((h["rerank"] for h in hits), reverse=True)
+    missing = CliRunner().invoke(cli, [*args, "--rerank"])
+    assert missing.exit_code == 1 and "biorank train-reranker" in missing.output
