@@ -1,0 +1,183 @@
+"""Re-encoding an existing index in place with another encoder (a trained one), resumably.
+
+Every block of the documents index and every sentence of its sentences index gets the new encoder's vector of
+exactly the text indexing encoded (a block's ``passage``: title + its sentences; a sentence's ``text``), by
+partial updates: vectors are not in ``_source``, so an update sends the vector alone and keeps the rest.
+
+Entries are visited in a stable order (documents by ``id, block``, sentences by ``doc_id, section, number``)
+and the position reached is recorded in the documents index's ``_meta.biorank.reencoding`` every
+``record_every`` seconds, so an interrupted run continues from there (entries updated since the last record are
+encoded once more, which changes nothing). While that record is present the index holds vectors of two
+encoders, and searches that need vectors are refused (see :func:`biorank.indexer.indices.check_index_meta`).
+At the end the index records the new encoder (``model``, ``model_source``, ``dimension``), so queries are
+encoded with it; a λ tuned for the old encoder is set aside under ``replaced_encoder``, to be tuned again.
+
+Only the encoder's weights may change: the blocks were cut, and the ``wordpieces`` fields split, by the old
+encoder's tokenizer, so an encoder that splits words differently is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from biorank.errors import BiorankError
+from biorank.indexer.blocks import block_budget
+from biorank.indexer.indices import REENCODING, check_index_meta, entries_in_order, update_index_meta
+from biorank.indexer.writer import BulkWriter
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from biorank.indexer.encoder import Encoder
+
+Progress = Callable[[str, int, int], None]
+BLOCKS, SENTENCES, RECORDING = "blocks", "sentences", "recording"
+STAGES = (BLOCKS, SENTENCES, RECORDING)
+"""In order; the last is the switch of the index's encoder record."""
+ORDER = {BLOCKS: ("id", "block"), SENTENCES: ("doc_id", "section", "number")}
+TEXT = {BLOCKS: "passage", SENTENCES: "text"}
+TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
+"""``_meta.biorank`` keys that were tuned with the old vectors and do not carry over to new ones."""
+
+
+class ReencodeError(BiorankError):
+    """The index cannot take the new encoder's vectors, or the cluster refused them."""
+
+
+@dataclass
+class ReencodeReport:
+    index: str
+    model: str
+    previous_model: str
+    blocks: int = 0
+    sentences: int = 0
+    seconds: float = 0.0
+    resumed: bool = False
+    already: bool = False
+    """The index was encoded with this model already; nothing was done."""
+    dropped_lambda: float | None = None
+
+
+def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_size: int = 256,
+                   record_every: float = 10.0, progress: Progress | None = None,
+                   log: Callable[[str], None] = print) -> ReencodeReport:
+    """Give every block and sentence of ``index`` the vector of ``encoder``, continuing an interrupted run.
+
+    ``progress(stage, done, total)`` is told about blocks and sentences.
+    """
+    started = time.monotonic()
+    meta = check_index_meta(client, index)
+    if meta.get("kind") != "documents":
+        raise ReencodeError(f"{index!r} is a biorank {meta.get('kind')} index; name its documents index")
+    if meta.get("dimension") != encoder.dimension:
+        raise ReencodeError(
+            f"{encoder.source!r} makes {encoder.dimension}-dimensional vectors, {index!r} holds "
+            f"{meta.get('dimension')}; build a new index with it: `biorank index ... --model {encoder.source}`")
+    model = encoder.model_name
+    state = meta.get(REENCODING)
+    previous = (state or {}).get("previous") or meta.get("model", "?")
+    report = ReencodeReport(index, model, previous)
+    if state and state.get("model") != model:
+        log(f"{index} was being re-encoded with {state.get('model')}; starting over with {model}")
+        state = None
+    if state:
+        report.resumed = True
+        log(f"resuming the re-encoding of {index} with {model}: {state['done']} {state['stage']} done")
+    elif meta.get("model") == model:
+        report.already = True
+        return report
+    else:
+        _check_tokenizer(client, index, meta, encoder)
+        state = {"model": model, "model_source": encoder.source, "previous": previous, "stage": BLOCKS,
+                 "after": None, "done": 0}
+        update_index_meta(client, index, **{REENCODING: state})
+
+    sentences_index = meta.get("sentences_index")
+    if sentences_index and not client.indices.exists(index=sentences_index):
+        sentences_index = None
+    targets = {BLOCKS: index, SENTENCES: sentences_index}
+    names = [name for name in targets.values() if name]
+    # Refreshing during a bulk rewrite only makes segments to merge later; searchable again at the end.
+    client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": "-1"}})
+    try:
+        for stage, following in itertools.pairwise(STAGES):
+            if STAGES.index(state["stage"]) > STAGES.index(stage):
+                continue
+            if targets[stage]:
+                done = _reencode(client, index, targets[stage], stage, encoder, state, batch_size, record_every,
+                                 progress)
+                setattr(report, stage, done)
+            state = {**state, "stage": following, "after": None, "done": 0}
+            update_index_meta(client, index, **{REENCODING: state})
+    finally:
+        _make_searchable(client, names)
+
+    if sentences_index:
+        update_index_meta(client, sentences_index, model=model, dimension=encoder.dimension)
+    meta = check_index_meta(client, index)
+    replaced = {"model": previous, **{key: meta[key] for key in TUNED_FOR_ENCODER if key in meta}}
+    report.dropped_lambda = replaced.get("lambda")
+    update_index_meta(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER), model=model,
+                      model_source=encoder.source, dimension=encoder.dimension, replaced_encoder=replaced)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _reencode(client: OpenSearch, index: str, target: str, stage: str, encoder: Encoder, state: dict,
+              batch_size: int, record_every: float, progress: Progress | None) -> int:
+    """Re-encode one index from ``state``'s position; returns how many entries this run encoded."""
+    total = client.count(index=target)["count"]
+    done, encoded = state["done"], 0
+    recorded = time.monotonic()
+    writer = BulkWriter(client)
+    if progress is not None:
+        progress(stage, done, total)
+    for hits in entries_in_order(client, target, sort=ORDER[stage], source=(TEXT[stage],), size=batch_size,
+                                 after=state["after"]):
+        vectors = encoder.encode([h["_source"].get(TEXT[stage], "") for h in hits])
+        updates = zip(hits, vectors, strict=True)
+        failures = writer.write({"_op_type": "update", "_index": target, "_id": h["_id"],
+                                 "doc": {"embedding": vector.tolist()}} for h, vector in updates)
+        if failures:
+            raise ReencodeError(f"{len(failures)} {stage} of {target} were refused ({failures[0].id}: "
+                                f"{failures[0].reason}); run the same command again to retry")
+        done += len(hits)
+        encoded += len(hits)
+        state.update(after=hits[-1]["sort"], done=done)
+        if time.monotonic() - recorded >= record_every:
+            update_index_meta(client, index, **{REENCODING: state})
+            recorded = time.monotonic()
+        if progress is not None:
+            progress(stage, done, total)
+    return encoded
+
+
+def _check_tokenizer(client: OpenSearch, index: str, meta: dict, encoder: Encoder, probe: int = 200) -> None:
+    """Refuse an encoder whose window or word pieces differ from those the blocks were cut with."""
+    budget = block_budget(encoder.max_seq_length)
+    if meta.get("block_tokens") not in (None, budget):
+        raise ReencodeError(
+            f"{index!r} was cut into blocks of {meta['block_tokens']} word pieces, {encoder.source!r} reads "
+            f"{budget}; build a new index with it: `biorank index ... --model {encoder.source}`")
+    hits = next(entries_in_order(client, index, sort=ORDER[BLOCKS], source=("passage", "wordpieces"), size=probe),
+                [])
+    stored = [h["_source"].get("wordpieces", "").split() for h in hits]
+    if stored != encoder.tokenize_batch([h["_source"].get("passage", "") for h in hits]):
+        raise ReencodeError(
+            f"{encoder.source!r} splits words differently from the encoder {index!r} was built with, so its "
+            f"blocks and word-piece fields would not match; build a new index with it instead")
+
+
+def _make_searchable(client: OpenSearch, names: list[str]) -> None:
+    from opensearchpy.exceptions import ConnectionError
+
+    try:
+        # None restores the index's default refresh interval.
+        client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": None}})
+        client.indices.refresh(index=",".join(names))
+    except ConnectionError:
+        pass  # the cluster is gone; the run reports that, and the next run restores the setting
