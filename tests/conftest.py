@@ -20,6 +20,10 @@ from biorank.config import ConnectionSettings
 # CI clones the repository with shared/ beside it, exactly as the developers' machines have it.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# The commands the tests run log their queries into an index of their own, never into a cluster's real log.
+TEST_QUERY_LOG = f"biorank-queries-test-{uuid.uuid4().hex[:8]}"
+os.environ["BIORANK_QUERY_LOG_INDEX"] = TEST_QUERY_LOG
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
@@ -57,8 +61,10 @@ def opensearch_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def opensearch(opensearch_url: str) -> OpenSearch:
-    return connect(ConnectionSettings.from_env().with_overrides(url=opensearch_url))
+def opensearch(opensearch_url: str) -> Iterator[OpenSearch]:
+    client = connect(ConnectionSettings.from_env().with_overrides(url=opensearch_url))
+    yield client
+    client.indices.delete(index=TEST_QUERY_LOG, ignore_unavailable=True)
 
 
 @pytest.fixture
@@ -67,6 +73,14 @@ def index_name(opensearch: OpenSearch) -> Iterator[str]:
     name = f"biorank-test-{uuid.uuid4().hex[:10]}"
     yield name
     opensearch.indices.delete(index=f"{name}*", ignore_unavailable=True, allow_no_indices=True)
+
+
+@pytest.fixture
+def query_log_index(opensearch: OpenSearch) -> Iterator[str]:
+    """A fresh query-log index name (matched by the Dashboards pattern biorank-queries*), deleted after."""
+    name = f"biorank-queries-test-{uuid.uuid4().hex[:10]}"
+    yield name
+    opensearch.indices.delete(index=name, ignore_unavailable=True)
 
 
 
@@ -108,3 +122,51 @@ def sample_index(
     Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=default_encoder).run([sample_path()])
     yield name
     delete_indices(opensearch, name)
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker(opensearch: OpenSearch, sample_index: str, shared_data: Path,
+                  tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cross-encoder trained by biorank's trainer for a few steps on SciFact claims over the sample index.
+
+    Real training code and real weights; short inputs and few steps keep it to seconds. Its scores mean little,
+    which is all the tests need: they check behaviour, not quality.
+    """
+    from biorank.ranker.searcher import Searcher
+    from biorank.training.reranker import RerankerTraining, train_reranker
+
+    queries, qrels = _sample_topics(opensearch, sample_index, shared_data)
+    out = tmp_path_factory.mktemp("reranker")
+    config = RerankerTraining(negatives_per_positive=3, negatives_from_top=20, max_length=64, validation_depth=5,
+                              max_steps=6, checkpoint_every=4)
+    train_reranker(Searcher(opensearch, sample_index), queries, qrels, out, config, log=lambda _: None)
+    return out
+
+
+def _sample_topics(opensearch: OpenSearch, sample_index: str, shared_data: Path) -> tuple[dict, dict]:
+    """40 SciFact train claims with a judged document in the sample index, and their judgements."""
+    from biorank.evaluation.topics import read_qrels, read_queries
+
+    qrels = read_qrels(shared_data / "scifact" / "qrels" / "train.tsv")
+    found = opensearch.search(index=sample_index, body={"size": 1000, "_source": False})["hits"]["hits"]
+    ids = {h["_id"] for h in found}
+    judged = sorted(q for q, docs in qrels.items() if docs.keys() & ids)[:40]
+    queries = {q: t for q, t in read_queries(shared_data / "scifact" / "claims_train.jsonl").items() if q in judged}
+    return queries, {q: qrels[q] for q in judged}
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(opensearch: OpenSearch, sample_index: str, shared_data: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dense encoder trained by biorank's trainer for a few steps on SciFact claims over the sample index,
+    with synthetic pairs and BM25 negatives. Real training code and real weights; its quality means little,
+    which is all the tests need: they check behaviour."""
+    from biorank.ranker.searcher import Searcher
+    from biorank.training.encoder import EncoderTraining, train_encoder
+
+    queries, qrels = _sample_topics(opensearch, sample_index, shared_data)
+    out = tmp_path_factory.mktemp("encoder")
+    config = EncoderTraining(batch_size=8, hard_negatives=1, negatives_from_top=20, max_seq_length=64, max_steps=3,
+                             checkpoint_every=2)
+    train_encoder(Searcher(opensearch, sample_index), queries, qrels, out, config, log=lambda _: None)
+    return out

@@ -47,3 +47,11 @@ def test_cli_start_up_stays_light() -> None:
     code = "import sys, biorank.cli; print(sorted(m for m in ('torch', 'opensearchpy', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_missing_index_is_one_clear_line(opensearch_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--url", opensearch_url, "query", "statins", "--index",
+                                      "biorank-test-no-such-index", "--mode", "bm25", "--no-log"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: no such index: biorank-test-no-such-index; "
+                                     "`biorank indices` lists them")

@@ -7,12 +7,15 @@ function from queries to ranked hits, so the evaluation does not care how the hi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
+from biorank.ranker.reranker import DEFAULT_DEPTH, DEFAULT_WEIGHT
+from biorank.ranker.snippets import WEIGHT_VARIANTS
 
 if TYPE_CHECKING:
+    from biorank.ranker.reranker import Reranker
     from biorank.ranker.searcher import Hit, Searcher
     from biorank.ranker.snippets import Snippet
 
@@ -35,31 +38,84 @@ FIRST_STAGE: dict[str, dict] = {
 }
 
 
+RERANK = "+rerank"
+"""Suffix of a system whose first-stage top ``depth`` is reordered by the cross-encoder reranker."""
 SNIPPETS = "+snippets"
-"""Suffix of a system that also returns snippets: the best sentences of its top 10 documents."""
+"""Suffix of a system that also returns snippets: the best sentences of its top 10 documents, scored with the
+index's tuned weights; ``+snippets-equal`` uses equal weights and ``+snippets-relevance`` (``-similarity``,
+``-lexical``, ``-document``) one perspective alone."""
+RESCORE = "+rescore"
+"""After a ``+snippets`` suffix: the top 10 documents are also reordered by S_doc, their score from their
+sentences."""
 
 
 @dataclass
 class SystemRun:
     hits: dict[str, list[Hit]]
     snippets: dict[str, list[Snippet]] | None = None
+    stage_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Milliseconds per query of the stages a system times itself: stage -> query -> ms (``snippets``)."""
+    notes: list[str] = field(default_factory=list)
+    """What the user should know about how the run was made (a perspective that could not be computed)."""
 
 
 def system_names() -> list[str]:
-    return [*FIRST_STAGE, *(f"{name}{SNIPPETS}" for name in FIRST_STAGE)]
+    return [f"{name}{rerank}{snippets}" for name in FIRST_STAGE for rerank in ("", RERANK)
+            for snippets in ("", SNIPPETS)]
+
+
+def snippet_system(name: str) -> tuple[str, str | None, bool]:
+    """(the system before ``+snippets``, its weights variant or None without snippets, whether it re-scores)."""
+    stages, found, tail = name.partition(SNIPPETS)
+    if not found:
+        return name, None, False
+    rescore = tail.endswith(RESCORE)
+    tail = tail.removesuffix(RESCORE)
+    variant = tail.removeprefix("-") if tail.startswith("-") else "tuned" if not tail else ""
+    if variant not in WEIGHT_VARIANTS or tail == "-tuned":
+        raise BiorankError(f"unknown system {name!r}: +snippets takes "
+                           f"{', '.join('-' + v for v in WEIGHT_VARIANTS[1:])} (or nothing, the tuned weights) "
+                           f"and then {RESCORE}")
+    return stages, variant, rescore
+
+
+def with_snippets(name: str) -> str:
+    """System ``name``, with snippets if it has none."""
+    return name if snippet_system(name)[1] is not None else name + SNIPPETS
 
 
 def run_system(name: str, searcher: Searcher, queries: Mapping[str, str], k: int,
-               progress: Callable[[int], None] | None = None) -> SystemRun:
-    """Ranked hits (and snippets, for ``...+snippets``) of system ``name`` for every query."""
-    base = name.removesuffix(SNIPPETS)
-    if base not in FIRST_STAGE:
-        raise BiorankError(f"unknown system {name!r}; known: {', '.join(system_names())}")
-    hits = searcher.with_settings(**FIRST_STAGE[base]).search_many(queries, k, progress=progress)
-    if not name.endswith(SNIPPETS):
-        return SystemRun(hits)
-    from biorank.ranker.snippets import SnippetFinder
+               progress: Callable[[int], None] | None = None, *, reranker: Reranker | None = None,
+               depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT,
+               rerank_progress: Callable[[int], None] | None = None,
+               snippet_progress: Callable[[int], None] | None = None) -> SystemRun:
+    """Ranked hits (and snippets, for ``...+snippets``) of system ``name`` for every query.
 
-    finder = SnippetFinder(searcher.client, searcher.index)
-    requests = {q: (queries[q], [h.id for h in hits[q][:SNIPPET_DOCUMENTS]]) for q in queries}
-    return SystemRun(hits, finder.snippets_many(requests))
+    ``progress`` counts queries through the first stage, ``rerank_progress`` through the reranker, which a
+    ``+rerank`` system takes from ``reranker``, else from the index's record, and ``snippet_progress`` through
+    the sentence scoring (whose cross-encoder is the same model, else the index's).
+    """
+    stages, variant, rescore = snippet_system(name)
+    base = stages.removesuffix(RERANK)
+    if base not in FIRST_STAGE or stages not in system_names():
+        raise BiorankError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
+                           f"-equal or one perspective and {RESCORE}")
+    hits = searcher.with_settings(**FIRST_STAGE[base]).search_many(queries, k, progress=progress)
+    if RERANK in stages:
+        from biorank.ranker.reranker import Reranker, index_reranker, rerank_many
+
+        reranker = reranker or Reranker(index_reranker(searcher.meta, searcher.index))
+        hits = rerank_many(reranker, searcher.client, searcher.index, queries, hits, depth, weight,
+                           progress=rerank_progress)
+    if variant is None:
+        return SystemRun(hits)
+    from biorank.ranker.snippets import SnippetScorer, SnippetWeights, sentence_reranker
+
+    weights = SnippetWeights.named(variant, searcher.meta)
+    relevance = sentence_reranker(searcher.meta, searcher.index, reranker) if weights.uses("relevance") else None
+    if variant == "relevance" and relevance is None:
+        raise BiorankError(f"{name} needs a cross-encoder and index {searcher.index!r} has no reranker: train one "
+                           "with `biorank train-reranker`")
+    scorer = SnippetScorer(searcher, weights=weights, reranker=relevance, rescore=rescore, depth=SNIPPET_DOCUMENTS)
+    found = scorer.score_many(queries, hits, progress=snippet_progress)
+    return SystemRun(found.hits, found.snippets, {"snippets": found.ms}, scorer.notes)

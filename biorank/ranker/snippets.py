@@ -1,70 +1,497 @@
-"""Snippets: the sentences of a query's top documents that best answer it, located by BioASQ offsets.
+"""Snippets: the sentences of a query's top documents that best answer it, scored from four perspectives
+(Rawal & Baral §3-4) and located by BioASQ offsets.
 
-This is the lexical perspective on its own: BM25 of each sentence (the sentences index's ``text``), among
-the sentences of the documents the first stage returned. It is what BioASQ Phase A asks for beside the
-documents (at most 10 snippets, each with its section and character offsets), and the base that the
-multi-perspective sentence scorer of Rawal & Baral builds on.
+For the top documents of a query (after reranking where the system reranks), every sentence of each document
+(from the sentences index) gets four values, each normalised to [0, 1] within the query (see :func:`minmax`):
+
+1. relevance: the cross-encoder reranker on (query, sentence);
+2. similarity: cosine of the query's and the sentence's vectors (the index's encoder; OpenSearch computes it
+   over the stored sentence vectors, which ``_source`` does not carry);
+3. lexical: BM25 of the sentence (the sentences index's ``text``);
+4. document: S_doc of its document.
+
+``S_sent = a1·relevance + a2·similarity + a3·lexical + a4·S_doc`` and
+``S_doc = b1·BM25(document) + b2·s(1) + b3·s(2) + b4·s(3)``, where s(i) is the document's i-th best sentence
+score over the first three perspectives: a document's score cannot contain itself, and within one document
+the a4 term is the same for every sentence, so it only decides between sentences of different documents.
+A system can also reorder its top documents by S_doc. The weights are tuned by
+:mod:`biorank.ranker.snippet_tuning` and stored with the index (``snippet_weights`` in its biorank record).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.indexer.indices import check_index_meta
 from biorank.indexer.records import Sentence
+from biorank.ranker.hybrid import dense_script_field
 
 if TYPE_CHECKING:
-    from opensearchpy import OpenSearch
+    from pathlib import Path
+
+    import numpy as np
+
+    from biorank.ranker.reranker import Reranker
+    from biorank.ranker.searcher import Hit, Searcher
+
+PERSPECTIVES = ("relevance", "similarity", "lexical", "document")
+"""The sentence weights a1 … a4, in this order."""
+DOCUMENT_PARTS = ("bm25", "s1", "s2", "s3")
+"""The document weights b1 … b4, in this order."""
+WEIGHT_VARIANTS = ("tuned", "equal", *PERSPECTIVES)
+"""How a system names its weights: the index's tuned ones (equal until tuned), equal ones, or one perspective."""
+META_KEY = "snippet_weights"
+SNIPPETS_PER_QUERY = 10
+"""BioASQ takes at most 10 snippets per question."""
+DOCUMENTS_PER_QUERY = 10
+"""Sentences come from the documents a BioASQ answer lists: the top 10."""
+SENTENCE_MAX_LENGTH = 128
+"""Word pieces of query + sentence for the cross-encoder. Every batch is padded to this length (the reranker's
+fixed shape), so it is what a sentence pair costs: the documents' 256 would double it for padding. Measured with
+the reranker's tokenizer, 128 cuts 373 of SciFact's 51,135 title and abstract sentences (0.7%) behind a claim of
+median length (19 word pieces) and 729 behind one of the 95th percentile (35); a cut sentence keeps its start."""
+SENTENCE_BATCH = 16
+MAX_SENTENCES_PER_DOCUMENT = 500
+MAX_RESULT_WINDOW = 10_000
+_SECTIONS = {"title": 0, "abstract": 1}
+_MARK = ("\x02", "\x03")  # highlight tags: control characters never occur in indexed text
+
+
+class SnippetError(BiorankError):
+    """Snippets cannot be scored as asked (no sentences index, weights that do not fit, no cross-encoder)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Snippet(Sentence):
     """A sentence found for a query: its section and offsets are BioASQ's ``beginSection`` (= ``endSection``,
-    a sentence never spans sections), ``offsetInBeginSection`` and ``offsetInEndSection`` (exclusive)."""
+    a sentence never spans sections), ``offsetInBeginSection`` and ``offsetInEndSection`` (exclusive).
+
+    ``score`` is S_sent; the perspectives are the normalised values it was made of (None where the system did
+    not compute one); ``matches`` are the (begin, end) spans of query terms in ``text``, when asked for.
+    """
 
     score: float = 0.0
+    relevance: float | None = None
+    similarity: float | None = None
+    lexical: float | None = None
+    document: float | None = None
+    matches: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict:
+        """The snippet as JSON-ready data, with BioASQ's names for the offsets."""
+        data: dict[str, Any] = {"doc_id": self.doc_id, "section": self.section, "number": self.number,
+                                "offsetInBeginSection": self.begin, "offsetInEndSection": self.end,
+                                "text": self.text, "score": self.score}
+        data |= {p: getattr(self, p) for p in PERSPECTIVES if getattr(self, p) is not None}
+        if self.matches:
+            data["matches"] = [list(m) for m in self.matches]
+        return data
 
 
-class SnippetFinder:
-    """Finds snippets in the sentences index that belongs to a biorank documents index."""
+Weights = tuple[float, float, float, float]
 
-    def __init__(self, client: OpenSearch, index: str) -> None:
-        self.client = client
-        sentences = check_index_meta(client, index).get("sentences_index")
-        if not sentences or not client.indices.exists(index=sentences):
-            raise BiorankError(f"index {index!r} has no sentences index: re-index without --no-sentences")
+
+@dataclass(frozen=True)
+class SnippetWeights:
+    """a1 … a4 (``sentence``, in :data:`PERSPECTIVES` order) and b1 … b4 (``document``, :data:`DOCUMENT_PARTS`).
+
+    Only ratios matter for a ranking; the tuner searches each weight in [0, 1] and starts from all equal.
+    """
+
+    sentence: Weights = (1.0, 1.0, 1.0, 1.0)
+    document: Weights = (1.0, 1.0, 1.0, 1.0)
+
+    def __post_init__(self) -> None:
+        for group in ("sentence", "document"):
+            values = getattr(self, group)
+            if len(values) != 4 or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+                                           for v in values):
+                raise SnippetError(f"{group} weights must be 4 numbers >= 0, not {values!r}")
+            object.__setattr__(self, group, tuple(float(v) for v in values))
+
+    @classmethod
+    def single(cls, perspective: str) -> SnippetWeights:
+        """One perspective alone: (1, 0, 0, 0) and its like, with equal document weights."""
+        if perspective not in PERSPECTIVES:
+            raise SnippetError(f"unknown perspective {perspective!r}; choose one of {', '.join(PERSPECTIVES)}")
+        return cls(sentence=tuple(float(p == perspective) for p in PERSPECTIVES))  # type: ignore[arg-type]
+
+    @classmethod
+    def for_index(cls, meta: Mapping[str, Any]) -> SnippetWeights:
+        """The weights ``biorank tune-snippets`` stored with the index, else equal ones."""
+        stored = meta.get(META_KEY)
+        return cls.from_dict(stored) if stored else cls()
+
+    @classmethod
+    def named(cls, variant: str, meta: Mapping[str, Any]) -> SnippetWeights:
+        """The weights of a :data:`WEIGHT_VARIANTS` name for the index with biorank record ``meta``."""
+        if variant == "tuned":
+            return cls.for_index(meta)
+        return cls() if variant == "equal" else cls.single(variant)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SnippetWeights:
+        try:
+            return cls(sentence=tuple(float(data["sentence"][p]) for p in PERSPECTIVES),  # type: ignore[arg-type]
+                       document=tuple(float(data["document"][p]) for p in DOCUMENT_PARTS))  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError) as e:
+            raise SnippetError(f"stored snippet weights are incomplete ({e!r}); run biorank tune-snippets "
+                               "again") from None
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        return {"sentence": dict(zip(PERSPECTIVES, self.sentence, strict=True)),
+                "document": dict(zip(DOCUMENT_PARTS, self.document, strict=True))}
+
+    def with_group(self, group: str, values: Sequence[float]) -> SnippetWeights:
+        """These weights with the ``sentence`` or ``document`` group replaced."""
+        return replace(self, **{group: tuple(values)})
+
+    def uses(self, perspective: str) -> bool:
+        """Whether the perspective counts at all: only a1 … a3 bring a sentence perspective into the scores."""
+        return self.sentence[PERSPECTIVES.index(perspective)] > 0
+
+    def describe(self) -> str:
+        a = " ".join(f"{p} {w:.4g}" for p, w in zip(PERSPECTIVES, self.sentence, strict=True))
+        b = " ".join(f"{p} {w:.4g}" for p, w in zip(DOCUMENT_PARTS, self.document, strict=True))
+        return f"sentence: {a}; document: {b}"
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """``values`` scaled to [0, 1] within one query; all equal (or none) gives zeros.
+
+    Why per-query min-max for every perspective: the scores only rank the sentences of one query, so what a
+    perspective can contribute is its spread within the query. BM25 has no fixed scale (it grows with the
+    query's length and rare terms), cosines of one query crowd into a narrow band, and the cross-encoder's
+    logits, trained on whole abstracts, shift with the query; min-max gives each the same [0, 1] range in
+    every query, so a weight means the same thing across queries. Measured on the SciFact dev split
+    (``biorank tune-snippets``), a sigmoid of the logits instead of min-max did not do better (see the README).
+    """
+    import numpy as np
+
+    if values.size == 0:
+        return values.astype(np.float64)
+    low, high = float(values.min()), float(values.max())
+    if not high > low:
+        return np.zeros(values.shape, dtype=np.float64)
+    return (values.astype(np.float64) - low) / (high - low)
+
+
+@dataclass(eq=False)
+class SentenceCandidates:
+    """One query's candidate sentences with their raw perspective values: what scoring and tuning need.
+
+    ``sentences`` are grouped by document in ranking order, then title before abstract, then by number;
+    ``doc_of[i]`` is the position in ``doc_ids`` of sentence i's document. A perspective that was not
+    computed is None and counts 0. Built once from the cluster, scored for any weights without it.
+    """
+
+    doc_ids: tuple[str, ...]
+    doc_bm25: np.ndarray
+    sentences: tuple[Sentence, ...]
+    doc_of: np.ndarray
+    lexical: np.ndarray
+    similarity: np.ndarray | None = None
+    relevance: np.ndarray | None = None
+    matches: tuple[tuple[tuple[int, int], ...], ...] | None = None
+
+    @cached_property
+    def normalised(self) -> np.ndarray:
+        """(sentences, 3): relevance, similarity and lexical, each min-max normalised within the query."""
+        import numpy as np
+
+        columns = [minmax(v) if v is not None else np.zeros(len(self.sentences))
+                   for v in (self.relevance, self.similarity, self.lexical)]
+        return np.stack(columns, axis=1) if self.sentences else np.zeros((0, 3))
+
+    @cached_property
+    def doc_bm25_normalised(self) -> np.ndarray:
+        return minmax(self.doc_bm25)
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        """(documents, at least 3) sentence positions of each document, -1 where it has no more."""
+        import numpy as np
+
+        counts = np.bincount(self.doc_of, minlength=len(self.doc_ids)) if len(self.doc_of) else np.zeros(
+            len(self.doc_ids), dtype=np.int64)
+        width = max(3, int(counts.max(initial=0)))
+        slots = np.full((len(self.doc_ids), width), -1, dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
+        for d, (start, count) in enumerate(zip(starts, counts, strict=True)):
+            slots[d, :count] = np.arange(start, start + count)
+        return slots
+
+    def scores(self, weights: SnippetWeights) -> tuple[np.ndarray, np.ndarray]:
+        """(S_sent per sentence, S_doc per document) for ``weights``."""
+        import numpy as np
+
+        a, b = weights.sentence, weights.document
+        partial = self.normalised @ np.asarray(a[:3])
+        slots = self.slots
+        best = np.where(slots >= 0, partial[slots] if partial.size else 0.0, -np.inf)
+        # Three largest per row, best first; a document with fewer sentences gets 0 for the ones it lacks.
+        top = -np.sort(-best, axis=1)[:, :3]
+        top[~np.isfinite(top)] = 0.0
+        s_doc = b[0] * self.doc_bm25_normalised + top @ np.asarray(b[1:])
+        s_sent = partial + a[3] * minmax(s_doc)[self.doc_of] if len(self.doc_of) else partial
+        return s_sent, s_doc
+
+    def ranking(self, weights: SnippetWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sentence positions best first, S_sent, S_doc); equal scores keep the candidates' order."""
+        import numpy as np
+
+        s_sent, s_doc = self.scores(weights)
+        return np.lexsort((np.arange(len(s_sent)), -s_sent)), s_sent, s_doc
+
+
+@dataclass
+class SnippetRun:
+    """What scoring the sentences of a set of queries gave."""
+
+    ranked: dict[str, list[Snippet]]
+    """Every candidate sentence of each query, best first."""
+    hits: dict[str, list[Hit]]
+    """The hits, with the top documents reordered by S_doc when the scorer re-scores, else as they came."""
+    ms: dict[str, float] = field(default_factory=dict)
+    """Milliseconds per query (a batch's time shared among its queries)."""
+    k: int = SNIPPETS_PER_QUERY
+
+    @property
+    def snippets(self) -> dict[str, list[Snippet]]:
+        """The ``k`` best sentences of each query: what a BioASQ answer lists."""
+        return {q: ranked[: self.k] for q, ranked in self.ranked.items()}
+
+    def of_document(self, qid: str, doc_id: str, n: int = 3) -> list[Snippet]:
+        """The ``n`` best sentences of one document for query ``qid``."""
+        return [s for s in self.ranked.get(qid, ()) if s.doc_id == doc_id][:n]
+
+
+def sentence_reranker(meta: Mapping[str, Any], index: str,
+                      reranker: Reranker | str | Path | None = None) -> Reranker | None:
+    """The cross-encoder of the relevance perspective, at sentence length: ``reranker``'s model (a loaded
+    reranker, a folder or a hub name), else the index's trained reranker, else None (no relevance)."""
+    from biorank.ranker.reranker import Reranker, index_reranker
+
+    precision = "auto"
+    if isinstance(reranker, Reranker):
+        source, precision = reranker.source, reranker.precision
+    elif reranker:
+        source = str(reranker)
+    elif (meta.get("reranker") or {}).get("model"):
+        source = index_reranker(meta, index)
+    else:
+        return None
+    return Reranker(source, precision=precision, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
+
+
+class SnippetScorer:
+    """Scores the sentences of the top documents of queries from the four perspectives.
+
+    >>> scorer = SnippetScorer(searcher, reranker=sentence_reranker(searcher.meta, searcher.index))  # doctest: +SKIP
+    >>> run = scorer.score_many({"q": "vitamin D and fractures"}, {"q": hits})  # doctest: +SKIP
+    """
+
+    def __init__(self, searcher: Searcher, *, weights: SnippetWeights | None = None,
+                 reranker: Reranker | None = None, rescore: bool = False, depth: int = DOCUMENTS_PER_QUERY,
+                 k: int = SNIPPETS_PER_QUERY) -> None:
+        self.searcher = searcher
+        self.client = searcher.client
+        self.index = searcher.index
+        sentences = searcher.meta.get("sentences_index")
+        if not sentences or not self.client.indices.exists(index=sentences):
+            raise SnippetError(f"index {self.index!r} has no sentences index: re-index without --no-sentences")
         self.sentences_index = sentences
+        self.weights = weights or SnippetWeights.for_index(searcher.meta)
+        self.reranker = reranker
+        self.rescore = rescore
+        self.depth = depth
+        self.k = k
 
-    def snippets_many(self, requests: Mapping[str, tuple[str, Sequence[str]]], k: int = 10,
-                      batch: int = 32) -> dict[str, list[Snippet]]:
-        """For each key, the ``k`` best sentences for ``query`` among the sentences of ``doc_ids``."""
-        results: dict[str, list[Snippet]] = {}
-        items = list(requests.items())
+    @property
+    def notes(self) -> list[str]:
+        """What the scores leave out that the weights ask for, in words for the user."""
+        if self.weights.uses("relevance") and self.reranker is None:
+            return [f"index {self.index!r} has no reranker, so snippets are scored without the relevance "
+                    "perspective (train one with `biorank train-reranker`)"]
+        return []
+
+    def score_many(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]], *,
+                   highlight: bool = False, batch: int = 16,
+                   progress: Callable[[int], None] | None = None) -> SnippetRun:
+        """Every query's sentences ranked by S_sent, and its hits (re-scored by S_doc if asked)."""
+        ranked: dict[str, list[Snippet]] = {}
+        rescored: dict[str, list[Hit]] = {}
+        ms: dict[str, float] = {}
+        perspectives = tuple(p for p in ("relevance", "similarity") if self.weights.uses(p))
+        items = [q for q in queries if q in hits]
         for start in range(0, len(items), batch):
-            chunk = items[start : start + batch]
-            lines: list[dict] = []
-            for _, (query, doc_ids) in chunk:
-                lines += [{"index": self.sentences_index}, self.request(query, doc_ids, k)]
-            responses = self.client.msearch(body=lines)["responses"] if lines else []
-            for (key, _), response in zip(chunk, responses, strict=True):
-                if "error" in response:
-                    raise BiorankError(f"OpenSearch refused the snippet query: {response['error']}")
-                results[key] = [_snippet(h) for h in response["hits"]["hits"]]
-        return results
+            started = time.perf_counter()
+            chunk = {q: queries[q] for q in items[start : start + batch]}
+            candidates = self.candidates_many(chunk, hits, perspectives=perspectives, highlight=highlight)
+            for qid, c in candidates.items():
+                order, s_sent, s_doc = c.ranking(self.weights)
+                ranked[qid] = _snippets(c, order, s_sent, s_doc)
+                rescored[qid] = rescore_hits(hits[qid], s_doc) if self.rescore else list(hits[qid])
+            share = (time.perf_counter() - started) * 1000 / len(chunk)
+            ms |= dict.fromkeys(chunk, share)
+            if progress is not None:
+                progress(len(chunk))
+        return SnippetRun(ranked, rescored, ms, self.k)
 
-    @staticmethod
-    def request(query: str, doc_ids: Sequence[str], k: int = 10) -> dict:
-        return {
-            "size": k,
-            "query": {"bool": {"must": [{"match": {"text": query}}],
-                               "filter": [{"terms": {"doc_id": list(doc_ids)}}]}},
-            "_source": ["doc_id", "section", "number", "begin", "end", "text"],
-        }
+    def collect(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]], *, batch: int = 16,
+                progress: Callable[[int], None] | None = None) -> dict[str, SentenceCandidates]:
+        """Every perspective of every query's sentences, ``batch`` queries at a time: the cache tuning scores."""
+        if self.reranker is None:
+            raise SnippetError(f"index {self.index!r} has no reranker for the relevance perspective: train one "
+                               "with `biorank train-reranker`, or name a cross-encoder with --reranker")
+        collected: dict[str, SentenceCandidates] = {}
+        items = list(queries)
+        for start in range(0, len(items), batch):
+            chunk = {q: queries[q] for q in items[start : start + batch]}
+            collected |= self.candidates_many(chunk, hits)
+            if progress is not None:
+                progress(len(chunk))
+        return collected
+
+    def candidates_many(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]], *,
+                        perspectives: Sequence[str] = ("relevance", "similarity"),
+                        highlight: bool = False) -> dict[str, SentenceCandidates]:
+        """Each query's candidate sentences with raw values of ``perspectives`` (lexical always).
+
+        One ``_msearch`` fetches, per query, the sentences of its top documents with their BM25 (and cosine,
+        scored by OpenSearch over the stored vectors) and the documents' BM25; the cross-encoder then reads
+        every (query, sentence) pair of the batch.
+        """
+        docs = {q: list(dict.fromkeys(h.id for h in hits.get(q, ())[: self.depth])) for q in queries}
+        asked = [q for q in queries if docs[q]]
+        vectors: dict[str, list[float]] = {}
+        if "similarity" in perspectives and asked:
+            from biorank.ranker.searcher import encode_queries
+
+            vectors = encode_queries(self.searcher.encoder, {q: queries[q] for q in asked})
+        lines: list[dict] = []
+        for q in asked:
+            lines += [{"index": self.sentences_index},
+                      sentences_request(queries[q], docs[q], vectors.get(q), highlight=highlight),
+                      {"index": self.index}, document_bm25_request(queries[q], docs[q])]
+        responses = self.client.msearch(body=lines)["responses"] if lines else []
+        for response in responses:
+            if "error" in response:
+                raise SnippetError(f"OpenSearch refused the snippet query: {response['error']}")
+        found = {q: (responses[2 * i], responses[2 * i + 1]) for i, q in enumerate(asked)}
+        candidates = {q: _candidates(docs[q], *found.get(q, (None, None)), similarity=q in vectors,
+                                     highlight=highlight) for q in queries}
+        if "relevance" in perspectives and self.reranker is not None:
+            pairs = [(queries[q], s.text) for q in queries for s in candidates[q].sentences]
+            logits = self.reranker.score_pairs(pairs)
+            start = 0
+            for q in queries:
+                n = len(candidates[q].sentences)
+                candidates[q].relevance = logits[start : start + n]
+                start += n
+        return candidates
 
 
-def _snippet(hit: dict) -> Snippet:
-    s = hit["_source"]
-    return Snippet(s["doc_id"], s["section"], s["number"], s["begin"], s["end"], s["text"], float(hit["_score"]))
+def sentences_request(query: str, doc_ids: Sequence[str], vector: Sequence[float] | None = None, *,
+                      highlight: bool = False) -> dict:
+    """Every sentence of ``doc_ids``: ``_score`` is its BM25 (0 without a query term), ``similarity`` its cosine.
+
+    The ``match`` is a ``should`` beside a ``filter``, so sentences without a query term are returned too.
+    """
+    body: dict[str, Any] = {
+        "size": min(MAX_RESULT_WINDOW, len(doc_ids) * MAX_SENTENCES_PER_DOCUMENT),
+        "query": {"bool": {"should": [{"match": {"text": query}}], "filter": [{"terms": {"doc_id": list(doc_ids)}}]}},
+        "_source": ["doc_id", "section", "number", "begin", "end", "text"],
+    }
+    if vector is not None:
+        # Unit vectors: the inner product is the cosine.
+        body["script_fields"] = {"similarity": dense_script_field(vector)}
+    if highlight:
+        body["highlight"] = {"fields": {"text": {"number_of_fragments": 0}},
+                             "pre_tags": [_MARK[0]], "post_tags": [_MARK[1]]}
+    return body
+
+
+def document_bm25_request(query: str, doc_ids: Sequence[str]) -> dict:
+    """BM25 of each document's ``text`` (title + abstract, on its first block); 0 without a query term."""
+    return {"size": len(doc_ids), "_source": ["id"],
+            "query": {"bool": {"should": [{"match": {"text": query}}],
+                               "filter": [{"terms": {"id": list(doc_ids)}}, {"term": {"block": 0}}]}}}
+
+
+def _candidates(doc_ids: list[str], sentences: dict | None, documents: dict | None, *, similarity: bool,
+                highlight: bool) -> SentenceCandidates:
+    import numpy as np
+
+    position = {d: i for i, d in enumerate(doc_ids)}
+    rows = []
+    for h in (sentences or {}).get("hits", {}).get("hits", []):
+        s = h["_source"]
+        if s["doc_id"] not in position:
+            continue
+        sentence = Sentence(s["doc_id"], s["section"], s["number"], s["begin"], s["end"], s["text"])
+        cosine = float(h["fields"]["similarity"][0]) if similarity else 0.0
+        marked = (h.get("highlight", {}).get("text") or [None])[0]
+        rows.append(((position[sentence.doc_id], _SECTIONS.get(sentence.section, 2), sentence.number), sentence,
+                     float(h["_score"]), cosine, _matches(marked, sentence.text) if highlight else ()))
+    if sentences is not None and sentences["hits"]["total"]["value"] > len(rows) and \
+            sentences["hits"]["total"].get("relation") == "eq":
+        raise SnippetError(f"the top documents have more than {len(rows)} sentences; score fewer documents")
+    rows.sort(key=lambda row: row[0])
+    bm25 = dict.fromkeys(doc_ids, 0.0)
+    for h in (documents or {}).get("hits", {}).get("hits", []):
+        bm25[h["_source"]["id"]] = float(h["_score"])
+    return SentenceCandidates(
+        doc_ids=tuple(doc_ids), doc_bm25=np.array([bm25[d] for d in doc_ids], dtype=np.float64),
+        sentences=tuple(r[1] for r in rows), doc_of=np.array([r[0][0] for r in rows], dtype=np.int64),
+        lexical=np.array([r[2] for r in rows], dtype=np.float64),
+        similarity=np.array([r[3] for r in rows], dtype=np.float64) if similarity else None,
+        matches=tuple(r[4] for r in rows) if highlight else None)
+
+
+def _matches(marked: str | None, text: str) -> tuple[tuple[int, int], ...]:
+    """The spans of ``text`` that OpenSearch's highlighter tagged (it analyses as the index does: stems too)."""
+    if not marked:
+        return ()
+    plain: list[str] = []
+    spans: list[tuple[int, int]] = []
+    begin = 0
+    for char in marked:
+        if char == _MARK[0]:
+            begin = len(plain)
+        elif char == _MARK[1]:
+            spans.append((begin, len(plain)))
+        else:
+            plain.append(char)
+    return tuple(spans) if "".join(plain) == text else ()
+
+
+def _snippets(c: SentenceCandidates, order: np.ndarray, s_sent: np.ndarray, s_doc: np.ndarray) -> list[Snippet]:
+    document = minmax(s_doc)
+    values = {"relevance": c.relevance, "similarity": c.similarity, "lexical": c.lexical}
+    normalised = {p: c.normalised[:, i] if values[p] is not None else None for i, p in enumerate(values)}
+    snippets = []
+    for i in order:
+        s = c.sentences[i]
+        parts = {p: float(v[i]) for p, v in normalised.items() if v is not None}
+        snippets.append(Snippet(s.doc_id, s.section, s.number, s.begin, s.end, s.text, float(s_sent[i]),
+                                document=float(document[c.doc_of[i]]), matches=c.matches[i] if c.matches else (),
+                                **parts))
+    return snippets
+
+
+def rescore_hits(hits: Sequence[Hit], s_doc: Sequence[float]) -> list[Hit]:
+    """The hits with the first ``len(s_doc)`` ordered by S_doc (ties keep their order) and scored by it; the
+    rest follow in their order with scores below, so a run file sorts as the list does."""
+    depth = len(s_doc)
+    top = sorted(range(depth), key=lambda i: (-s_doc[i], i))
+    floor = min((float(s) for s in s_doc), default=0.0) - 1.0
+    scores = [float(s_doc[i]) for i in top] + [floor - n for n in range(len(hits) - depth)]
+    ordered = [hits[i] for i in top] + list(hits[depth:])
+    return [replace(hit, rank=rank, score=score) for rank, (hit, score) in enumerate(zip(ordered, scores,
+                                                                                        strict=True), 1)]

@@ -1,0 +1,201 @@
+"""Tuning the snippet weights by alternating Bayesian optimisation (Rawal & Baral §4).
+
+All weights start equal. A phase fixes one group and lets Optuna's TPE sampler search the other (each weight in
+[0, 1]) for the mean sentence AP@10 on a development set; the first trial of a phase is the current weights,
+so a phase never makes things worse. Document weights first, then sentence weights: that is a round. Rounds
+repeat until one gains less than ``min_gain`` or ``rounds`` are done.
+
+The cluster and the models are asked once: each query's candidate sentences with their raw perspective values
+(:class:`~biorank.ranker.snippets.SentenceCandidates`) are cached, and every trial only recombines them, so a
+trial costs milliseconds and a run with a seed is reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from biorank.ranker.snippets import (
+    DOCUMENT_PARTS,
+    META_KEY,
+    PERSPECTIVES,
+    SNIPPETS_PER_QUERY,
+    SentenceCandidates,
+    SnippetWeights,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    from opensearchpy import OpenSearch
+
+GROUPS = {"document": DOCUMENT_PARTS, "sentence": PERSPECTIVES}
+"""Each phase's weight names; a round optimises them in this order."""
+METRIC = "sentence-map@10"
+GOLD_SECTION = "abstract"
+"""SciFact evidence is abstract sentences; like the evaluation, a title sentence in the top 10 is left out."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the alternation: which group was searched, what it found and every trial's value."""
+
+    round: int
+    group: str
+    weights: SnippetWeights
+    value: float
+    trials: tuple[float, ...]
+
+
+@dataclass
+class TuningResult:
+    initial: float
+    """The dev value of equal weights."""
+    phases: list[Phase] = field(default_factory=list)
+    start: SnippetWeights = field(default_factory=SnippetWeights)
+
+    @property
+    def weights(self) -> SnippetWeights:
+        return self.phases[-1].weights if self.phases else self.start
+
+    @property
+    def value(self) -> float:
+        return self.phases[-1].value if self.phases else self.initial
+
+
+class TuningSet:
+    """Cached candidates and gold sentences of a query set, scored for any weights without the cluster.
+
+    The measure is the evaluation's sentence AP@10 (:func:`biorank.evaluation.phase_a.sentence_scores`): the
+    system's top ``k`` sentences, the non-gold sections left out, AP over at most 10 of them with the number of
+    gold sentences as denominator. A query without candidates counts 0.
+    """
+
+    def __init__(self, candidates: Mapping[str, SentenceCandidates], gold: Mapping[str, set[tuple[str, int]]],
+                 k: int = SNIPPETS_PER_QUERY) -> None:
+        import numpy as np
+
+        self.k = k
+        self.queries = sorted(gold)
+        self.candidates = {q: candidates[q] for q in self.queries if q in candidates}
+        self._eligible: dict[str, np.ndarray] = {}
+        self._relevant: dict[str, np.ndarray] = {}
+        self._gold = {q: len(gold[q]) for q in self.queries}
+        for q, c in self.candidates.items():
+            self._eligible[q] = np.array([s.section == GOLD_SECTION for s in c.sentences], dtype=bool)
+            self._relevant[q] = np.array([s.section == GOLD_SECTION and (s.doc_id, s.number) in gold[q]
+                                          for s in c.sentences], dtype=bool)
+
+    def per_query(self, weights: SnippetWeights) -> dict[str, float]:
+        """AP@10 of each query."""
+        import numpy as np
+
+        values = dict.fromkeys(self.queries, 0.0)
+        for q, c in self.candidates.items():
+            if not self._gold[q] or not c.sentences:
+                continue
+            top = c.ranking(weights)[0][: self.k]
+            relevant = self._relevant[q][top][self._eligible[q][top]][:10]
+            if relevant.any():
+                precision = np.cumsum(relevant) / np.arange(1, len(relevant) + 1)
+                values[q] = float(precision[relevant].sum() / self._gold[q])
+        return values
+
+    def value(self, weights: SnippetWeights) -> float:
+        """Mean AP@10 over the queries."""
+        values = self.per_query(weights)
+        return sum(values.values()) / len(values) if values else 0.0
+
+
+def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: int = 20261122,
+                 min_gain: float = 1e-3, start: SnippetWeights | None = None,
+                 report: Callable[[Phase], None] | None = None) -> TuningResult:
+    """Alternate document and sentence phases from ``start`` (equal weights) and return every phase."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    weights = start or SnippetWeights()
+    result = TuningResult(initial=tuning.value(weights), start=weights)
+    current = result.initial
+    for number in range(1, rounds + 1):
+        before = current
+        for group, names in GROUPS.items():
+            # A seed per phase: phases differ, and the same command gives the same weights.
+            sampler = optuna.samplers.TPESampler(seed=seed + len(result.phases))
+            study = optuna.create_study(direction="maximize", sampler=sampler)
+            study.enqueue_trial(dict(zip(names, getattr(weights, group), strict=True)))
+
+            def objective(trial: optuna.Trial, fixed: SnippetWeights = weights, group: str = group,
+                          names: tuple[str, ...] = names) -> float:
+                values = [trial.suggest_float(name, 0.0, 1.0) for name in names]
+                return tuning.value(fixed.with_group(group, values))
+
+            study.optimize(objective, n_trials=trials)
+            values = [t.value for t in study.trials]
+            # The first best trial: the current weights win ties, so a phase changes nothing it cannot improve.
+            best = max(range(len(values)), key=lambda i: (values[i], -i))
+            weights = weights.with_group(group, [study.trials[best].params[n] for n in names])
+            current = values[best]
+            phase = Phase(number, group, weights, current, tuple(values))
+            result.phases.append(phase)
+            if report is not None:
+                report(phase)
+        if current - before < min_gain:
+            break
+    return result
+
+
+def single_perspectives(tuning: TuningSet) -> dict[str, float]:
+    """The dev value of each perspective alone, and of equal weights."""
+    values = {p: tuning.value(SnippetWeights.single(p)) for p in PERSPECTIVES}
+    return values | {"equal": tuning.value(SnippetWeights())}
+
+
+def plot_tuning(result: TuningResult, path: Path, title: str) -> Path:
+    """Every trial's value and the best so far, phase by phase, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    offset = 0
+    best = result.initial
+    ax.axhline(result.initial, color="grey", linestyle=":", linewidth=1, label=f"equal weights {result.initial:.4f}")
+    for phase in result.phases:
+        xs = list(range(offset, offset + len(phase.trials)))
+        colour = "tab:blue" if phase.group == "document" else "tab:orange"
+        ax.scatter(xs, phase.trials, s=6, color=colour, alpha=0.5)
+        running = []
+        for value in phase.trials:
+            best = max(best, value)
+            running.append(best)
+        ax.plot(xs, running, color="black", linewidth=1.2)
+        ax.axvline(offset, color="grey", linewidth=0.5)
+        ax.text(offset + 1, 0.01, f"r{phase.round} {phase.group[:3]}", fontsize=7, va="bottom",
+                transform=ax.get_xaxis_transform())
+        offset += len(phase.trials)
+    ax.scatter([], [], s=12, color="tab:blue", label="trials: document weights")
+    ax.scatter([], [], s=12, color="tab:orange", label="trials: sentence weights")
+    ax.plot([], [], color="black", label=f"best so far (final {result.value:.4f})")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(METRIC)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def store_weights(client: OpenSearch, index: str, result: TuningResult, **facts: Any) -> dict:
+    """Save the tuned weights in the index's biorank record, with how they were found."""
+    from biorank.indexer.indices import update_index_meta
+
+    record = {**result.weights.to_dict(),
+              "tuning": {"metric": METRIC, "value": result.value, "equal_weights": result.initial,
+                         "rounds": max((p.round for p in result.phases), default=0), **facts}}
+    return update_index_meta(client, index, **{META_KEY: record})

@@ -1,0 +1,255 @@
+"""Multi-perspective snippets: scores by hand, then the real sample index, a real cross-encoder and real gold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from opensearchpy import OpenSearch
+
+from biorank.cli import cli
+from biorank.errors import BiorankError
+from biorank.evaluation.phase_a import read_evidence_sentences, sentence_scores
+from biorank.evaluation.systems import snippet_system, with_snippets
+from biorank.indexer.indices import check_index_meta
+from biorank.indexer.records import Sentence
+from biorank.ranker.searcher import Hit, Searcher
+from biorank.ranker.snippet_tuning import TuningSet, store_weights, tune_weights
+from biorank.ranker.snippets import (
+    SentenceCandidates,
+    Snippet,
+    SnippetError,
+    SnippetScorer,
+    SnippetWeights,
+    rescore_hits,
+    sentence_reranker,
+)
+
+QUERY = "Vitamin B12 deficiency raises homocysteine levels."
+
+
+def candidates(rows: list[tuple[int, str, int, float, float, float]], doc_ids: tuple[str, ...],
+               doc_bm25: tuple[float, ...]) -> SentenceCandidates:
+    """Candidates from (document position, section, number, relevance, similarity, lexical) rows."""
+    return SentenceCandidates(
+        doc_ids=doc_ids, doc_bm25=np.array(doc_bm25, dtype=float),
+        sentences=tuple(Sentence(doc_ids[d], section, n, 0, 1, f"{doc_ids[d]}-{section}-{n}")
+                        for d, section, n, *_ in rows),
+        doc_of=np.array([r[0] for r in rows], dtype=np.int64),
+        relevance=np.array([r[3] for r in rows]), similarity=np.array([r[4] for r in rows]),
+        lexical=np.array([r[5] for r in rows]))
+
+
+# Document "b" has no sentences at all; "c" has one.
+HAND = candidates([(0, "title", 0, 2.0, 0.5, 3.0), (0, "abstract", 0, -1.0, 0.3, 0.0),
+                   (0, "abstract", 1, 4.0, 0.2, 1.0), (2, "abstract", 0, 0.0, 0.9, 6.0)],
+                  ("a", "b", "c"), (10.0, 4.0, 7.0))
+
+
+def test_scores_follow_the_formulas_by_hand() -> None:
+    # Min-max per query: relevance (2, -1, 4, 0) -> (.6, 0, 1, .2); similarity -> (3/7, 1/7, 0, 1); lexical /6.
+    weights = SnippetWeights(sentence=(1.0, 1.0, 1.0, 0.5), document=(0.5, 1.0, 0.5, 0.25))
+    partial = np.array([0.6 + 3 / 7 + 0.5, 1 / 7, 1.0 + 1 / 6, 0.2 + 1.0 + 1.0])
+    doc_bm25 = np.array([1.0, 0.0, 0.5])
+    s_doc = np.array([0.5 * doc_bm25[0] + 1.0 * partial[0] + 0.5 * partial[2] + 0.25 * partial[1],
+                      0.0,  # no sentences, and the lowest BM25
+                      0.5 * doc_bm25[2] + 1.0 * partial[3]])
+    s_sent, got_doc = HAND.scores(weights)
+    assert got_doc == pytest.approx(s_doc)
+    normalised = (s_doc - s_doc.min()) / (s_doc.max() - s_doc.min())
+    assert s_sent == pytest.approx(partial + 0.5 * normalised[[0, 0, 0, 2]])
+
+
+def test_one_perspective_alone_ranks_by_it_and_ties_keep_the_document_order() -> None:
+    assert list(HAND.ranking(SnippetWeights.single("relevance"))[0]) == [2, 0, 3, 1]
+    assert list(HAND.ranking(SnippetWeights.single("similarity"))[0]) == [3, 0, 1, 2]
+    assert list(HAND.ranking(SnippetWeights.single("lexical"))[0]) == [3, 0, 2, 1]
+    # The document perspective alone: S_doc is BM25 here, and a document's sentences keep their order.
+    assert list(HAND.ranking(SnippetWeights.single("document"))[0]) == [0, 1, 2, 3]
+
+
+def test_no_candidates_at_all_scores_nothing_and_breaks_nothing() -> None:
+    empty = candidates([], ("a", "b"), (0.0, 0.0))
+    order, s_sent, s_doc = empty.ranking(SnippetWeights())
+    assert len(order) == len(s_sent) == 0 and list(s_doc) == [0.0, 0.0]
+    hits = [Hit("a", "A", 1, 9.0), Hit("b", "B", 2, 8.0), Hit("z", "Z", 3, 7.0)]
+    assert [h.id for h in rescore_hits(hits, s_doc)] == ["a", "b", "z"]
+
+
+def test_rescored_hits_sort_as_a_run_file_would() -> None:
+    hits = [Hit(d, d, r, s) for r, (d, s) in enumerate([("a", 9.0), ("b", 8.0), ("c", 7.0), ("d", 6.0)], 1)]
+    rescored = rescore_hits(hits, [0.2, 0.9, 0.2])
+    assert [(h.id, h.rank) for h in rescored] == [("b", 1), ("a", 2), ("c", 3), ("d", 4)]
+    scores = [h.score for h in rescored]
+    assert scores == [0.9, 0.2, 0.2, pytest.approx(-0.8)]
+
+
+def test_tuning_measure_is_the_evaluations_sentence_map() -> None:
+    gold = {"q": {("a", 1), ("c", 0), ("x", 3)}}
+    tuning = TuningSet({"q": HAND}, gold, k=3)
+    for weights in (SnippetWeights(), *(SnippetWeights.single(p) for p in ("relevance", "similarity", "lexical"))):
+        order = HAND.ranking(weights)[0][:3]
+        snippets = [Snippet(s.doc_id, s.section, s.number, 0, 1, "t") for s in (HAND.sentences[i] for i in order)]
+        expected = sentence_scores(gold, {"q": snippets})["sentence-map@10"]["q"]
+        assert tuning.per_query(weights)["q"] == pytest.approx(expected)
+    assert tuning.value(SnippetWeights.single("lexical")) == pytest.approx((1 / 1 + 2 / 2) / 3)
+
+
+def test_weights_names_and_their_record() -> None:
+    weights = SnippetWeights(sentence=(0.5, 0, 1, 0.25), document=(0.1, 1, 0, 0))
+    assert SnippetWeights.from_dict(json.loads(json.dumps(weights.to_dict()))) == weights
+    assert SnippetWeights.for_index({}) == SnippetWeights() == SnippetWeights.named("equal", {})
+    assert SnippetWeights.named("tuned", {"snippet_weights": weights.to_dict()}) == weights
+    assert SnippetWeights.named("lexical", {}).sentence == (0.0, 0.0, 1.0, 0.0)
+    with pytest.raises(SnippetError):
+        SnippetWeights(sentence=(1, 1, -1, 1))
+    assert snippet_system("hybrid+rerank+snippets-lexical+rescore") == ("hybrid+rerank", "lexical", True)
+    assert snippet_system("bm25+snippets") == ("bm25", "tuned", False)
+    assert snippet_system("bm25") == ("bm25", None, False)
+    assert with_snippets("bm25") == "bm25+snippets" and with_snippets("bm25+snippets-equal") == "bm25+snippets-equal"
+    with pytest.raises(BiorankError, match="snippets takes"):
+        snippet_system("bm25+snippets-bogus")
+
+
+# ---------------------------------------------------------------- the real sample index
+
+
+@pytest.fixture(scope="module")
+def gold(opensearch: OpenSearch, sample_index: str, shared_data: Path) -> dict[str, tuple[str, set]]:
+    """Train claims whose evidence abstracts are all in the sample: claim id -> (text, gold sentences)."""
+    in_sample = {h["_id"] for h in opensearch.search(index=sample_index, body={
+        "size": 1000, "query": {"term": {"block": 0}}, "_source": False})["hits"]["hits"]}
+    claims_path = shared_data / "scifact" / "claims_train.jsonl"
+    evidence = read_evidence_sentences(claims_path)
+    claims = {str(c["id"]): c["claim"] for c in map(json.loads, claims_path.open())}
+    chosen = sorted((q for q, sentences in evidence.items() if {d for d, _ in sentences} <= in_sample), key=int)
+    return {q: (claims[q], evidence[q]) for q in chosen[:24]}
+
+
+@pytest.fixture(scope="module")
+def searcher(opensearch: OpenSearch, sample_index: str, default_encoder) -> Searcher:
+    return Searcher(opensearch, sample_index, encoder=default_encoder)
+
+
+@pytest.fixture(scope="module")
+def scorer(searcher: Searcher, tiny_reranker: Path) -> SnippetScorer:
+    return SnippetScorer(searcher, reranker=sentence_reranker(searcher.meta, searcher.index, tiny_reranker),
+                         weights=SnippetWeights())
+
+
+@pytest.fixture(scope="module")
+def collected(gold, searcher: Searcher, scorer: SnippetScorer) -> dict[str, SentenceCandidates]:
+    queries = {q: text for q, (text, _) in gold.items()}
+    return scorer.collect(queries, searcher.search_many(queries, 10))
+
+
+def test_offsets_slice_back_to_the_snippet_text(opensearch: OpenSearch, sample_index: str, searcher: Searcher,
+                                                scorer: SnippetScorer) -> None:
+    run = scorer.score_many({"q": QUERY}, {"q": searcher.search(QUERY, 10)}, highlight=True)
+    snippets = run.snippets["q"]
+    assert len(snippets) == 10 and [s.score for s in snippets] == sorted((s.score for s in snippets), reverse=True)
+    docs = {d["_id"]: d["_source"] for d in opensearch.mget(index=sample_index, body={
+        "ids": sorted({s.doc_id for s in run.ranked["q"]})})["docs"]}
+    for s in run.ranked["q"]:
+        assert docs[s.doc_id][s.section][s.begin : s.end] == s.text
+        data = s.to_dict()
+        assert data["offsetInBeginSection"] == s.begin and data["offsetInEndSection"] == s.end
+        assert set(data) >= {"doc_id", "section", "text", "score", "relevance", "similarity", "lexical", "document"}
+    # The highlighter analyses as the index does: "homocysteine" and the stem of "levels" match.
+    matched = {s.text[b:e].lower() for s in snippets for b, e in s.matches}
+    assert "homocysteine" in matched
+    assert all(m.startswith(("vitamin", "b12", "defici", "rais", "homocystein", "level")) for m in matched), matched
+
+
+def test_a_single_perspective_reproduces_its_own_ranking(collected, gold, tiny_reranker: Path,
+                                                         default_encoder) -> None:
+    from biorank.ranker.reranker import Reranker
+
+    q = next(iter(collected))
+    c, text = collected[q], gold[q][0]
+    texts = [s.text for s in c.sentences]
+    # Relevance alone is the cross-encoder's order, scored here afresh and one pair at a time.
+    fresh = Reranker(tiny_reranker, max_length=128, batch_size=16).score(text, texts)
+    order = c.ranking(SnippetWeights(sentence=(1, 0, 0, 0)))[0]
+    assert list(order) == sorted(range(len(texts)), key=lambda i: (-fresh[i], i))
+    # Similarity alone is the order of the cosine of the encoder's vectors, which OpenSearch computed from the
+    # stored ones (bf16 encodings move with their batch's padding by up to about 1e-3).
+    cosine = default_encoder.encode(texts) @ default_encoder.encode([text])[0]
+    assert c.similarity == pytest.approx(cosine, abs=3e-3)
+    ranked = c.similarity[c.ranking(SnippetWeights(sentence=(0, 1, 0, 0)))[0]]
+    assert list(ranked) == sorted(c.similarity, reverse=True)
+    # Lexical alone: OpenSearch's own BM25 ranking of the sentences that match.
+    lexical = c.ranking(SnippetWeights(sentence=(0, 0, 1, 0)))[0]
+    assert [c.lexical[i] for i in lexical] == sorted(c.lexical, reverse=True)
+
+
+def test_the_optimiser_improves_a_real_tuning_set_over_equal_weights(collected, gold) -> None:
+    tuning = TuningSet(collected, {q: sentences for q, (_, sentences) in gold.items()})
+    first = tune_weights(tuning, rounds=2, trials=12, seed=7)
+    assert first.initial == pytest.approx(tuning.value(SnippetWeights()))
+    assert first.value > first.initial
+    values = [p.value for p in first.phases]
+    assert values == sorted(values), "a phase starts from the weights before it, so it never loses"
+    again = tune_weights(tuning, rounds=2, trials=12, seed=7)
+    assert again.weights == first.weights and again.value == first.value
+
+
+def test_documents_without_sentences_do_not_break(searcher: Searcher, scorer: SnippetScorer) -> None:
+    hits = searcher.search(QUERY, 5)
+    ghost = Hit("no-such-document", "", 1, hits[0].score + 1)
+    with_ghost = [ghost, *(Hit(h.id, h.title, h.rank + 1, h.score) for h in hits)]
+    rescoring = SnippetScorer(searcher, reranker=scorer.reranker, rescore=True)
+    run = rescoring.score_many({"q": QUERY, "none": "a query with no hits"}, {"q": with_ghost, "none": []})
+    assert run.ranked["none"] == [] and run.hits["none"] == []
+    assert "no-such-document" not in {s.doc_id for s in run.ranked["q"]}
+    assert {h.id for h in run.hits["q"]} == {h.id for h in with_ghost}
+    assert run.hits["q"][-1].id == "no-such-document"  # no sentences, no BM25: the lowest S_doc
+
+
+def test_stored_weights_are_what_plus_snippets_uses(opensearch: OpenSearch, opensearch_url: str, index_name: str,
+                                                    default_encoder, shared_data: Path, tmp_path: Path) -> None:
+    from biorank.indexer.pipeline import Indexer, IndexOptions
+    from biorank.ranker.snippet_tuning import TuningResult
+
+    corpus = tmp_path / "corpus.jsonl"
+    with (shared_data / "scifact" / "corpus.jsonl").open() as f:
+        corpus.write_text("".join(next(f) for _ in range(3)))
+    Indexer(opensearch, IndexOptions(index=index_name, rejects=tmp_path / "r.tsv"), encoder=default_encoder).run(
+        [corpus])
+    weights = SnippetWeights(sentence=(0, 0.2, 1, 0.5), document=(1, 0.5, 0.2, 0))
+    store_weights(opensearch, index_name, TuningResult(0.1, start=weights), split="dev")
+    assert SnippetWeights.for_index(check_index_meta(opensearch, index_name)) == weights
+    result = CliRunner().invoke(cli, ["--url", opensearch_url, "query", "white matter diffusion in newborns",
+                                      "--index", index_name, "--snippets", "--rescore", "--json", "--no-log"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    assert len(lines) == 3 and all(line["snippets"] for line in lines)
+    best = lines[0]["snippets"][0]
+    # The stored weights leave relevance out, so no cross-encoder was asked and none is reported.
+    assert "relevance" not in best
+    assert best["score"] == pytest.approx(0.2 * best["similarity"] + best["lexical"] + 0.5 * best["document"])
+
+
+def test_tune_snippets_prints_every_round_and_plots(opensearch: OpenSearch, opensearch_url: str, sample_index: str,
+                                                    gold, shared_data: Path, tiny_reranker: Path,
+                                                    tmp_path: Path) -> None:
+    wanted = set(list(gold)[:8])
+    claims = tmp_path / "claims.jsonl"
+    with (shared_data / "scifact" / "claims_train.jsonl").open() as f:
+        claims.write_text("".join(line for line in f if str(json.loads(line)["id"]) in wanted))
+    plot = tmp_path / "tuning.png"
+    result = CliRunner().invoke(cli, [
+        "--url", opensearch_url, "tune-snippets", "--queries", str(claims), "--snippet-gold", str(claims),
+        "--index", sample_index, "--system", "hybrid", "--reranker", str(tiny_reranker), "--split", "all",
+        "--rounds", "2", "--trials", "4", "--min-gain", "1", "--plot", str(plot), "--no-store"])
+    assert result.exit_code == 0, result.output
+    assert "8 all queries with gold sentences" in result.output
+    assert "relevance alone" in result.output and "equal weights" in result.output
+    # A round gaining less than --min-gain ends the tuning: one round, a document and a sentence phase.
+    assert "round 1, document weights (4 trials)" in result.output and "round 2" not in result.output
+    assert "round 1, sentence weights (4 trials)" in result.output
+    assert plot.stat().st_size > 0
+    assert "snippet_weights" not in check_index_meta(opensearch, sample_index)
