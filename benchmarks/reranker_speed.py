@@ -6,7 +6,7 @@ top 10/20/... of one pass equal separate passes), giving nDCG@10 at every depth.
 query, one query at a time as ``biorank query --rerank`` runs: the first stage, reading the texts, and
 reranking ``depth`` documents, on the 2 cores of this project's machine.
 
-    python benchmarks/reranker_speed.py --index scifact --model /work/models/reranker-scifact
+    python benchmarks/reranker_speed.py --index scifact --model models/reranker-scifact
 
 Measured on 2026-11-22 with the reranker trained by ``biorank train-reranker`` on SciFact train (647 claims,
 one epoch), 162 dev claims, hybrid first stage (nDCG@10 0.7439 alone). Other jobs shared the 2 cores during
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -134,7 +135,7 @@ def main() -> None:
         if precision == "onnx":
             reranker = Reranker(args.model, precision="fp32", max_length=length_)
             reranker._model = _OnnxModel(reranker._model, reranker._tokenizer, length_, reranker.batch_size,
-                                         Path("/tmp"))
+                                         Path(tempfile.mkdtemp(prefix="biorank-onnx-")))
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
