@@ -615,8 +615,9 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
 @click.option("--snippet-gold", required=True, type=click.Path(exists=True, dir_okay=False),
               help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets.")
 @click.option("--qrels", "qrels_path", type=click.Path(exists=True, dir_okay=False),
-              help="Judgements whose judged queries are split, as `biorank eval --qrels` splits them "
-                   "[default: the --snippet-gold file, i.e. the claims with evidence].")
+              help="Judgements whose judged queries are split, as `biorank eval --qrels` splits them: the dev "
+                   "split depends on the set of judged queries, so give eval's --qrels file to tune on the queries "
+                   "eval reports as dev [default: the --snippet-gold file, i.e. the claims with evidence].")
 @click.option("--index", "index_name", default="biorank", show_default=True)
 @click.option("--system", default="hybrid+rerank", show_default=True,
               help="The system whose top 10 documents give the sentences (see biorank eval --help).")
@@ -625,6 +626,9 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
                    "[default: the index's, from train-reranker].")
 @click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True,
               help="Tune on the fixed 20% dev split of the judged queries, or on all of them.")
+@click.option("--perspectives", default="relevance,similarity,lexical,document", show_default=True,
+              help="Sentence perspectives the weights may use; the others stay 0. Leave out relevance and the "
+                   "snippet stage runs no cross-encoder over sentences, nearly all of its cost (see the README).")
 @click.option("--rounds", default=5, show_default=True, help="At most this many rounds (document, then sentence "
               "weights).")
 @click.option("--trials", default=60, show_default=True, help="Optuna trials per phase.")
@@ -635,8 +639,8 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
 @click.option("--no-store", is_flag=True, help="Do not store the weights with the index.")
 @click.pass_obj
 def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold: str, qrels_path: str | None,
-                  index_name: str, system: str, reranker_model: str | None, split: str, rounds: int, trials: int,
-                  min_gain: float, seed: int, plot: Path, no_store: bool) -> None:
+                  index_name: str, system: str, reranker_model: str | None, split: str, perspectives: str,
+                  rounds: int, trials: int, min_gain: float, seed: int, plot: Path, no_store: bool) -> None:
     """Tune the snippet weights by alternating Bayesian optimisation (Rawal & Baral) and store them.
 
     \b
@@ -647,8 +651,9 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
     recombine the cached values.
 
     \b
-    Example (SciFact train evidence, dev split):
-      biorank tune-snippets --queries claims_train.jsonl --snippet-gold claims_train.jsonl --index scifact
+    Example (SciFact train evidence, the dev split of eval and tune-lambda with BEIR's qrels):
+      biorank tune-snippets --queries claims_train.jsonl --snippet-gold claims_train.jsonl \\
+          --qrels qrels/train.tsv --index scifact --perspectives similarity,lexical,document
     """
     from biorank.evaluation.phase_a import read_evidence_sentences
     from biorank.evaluation.splits import dev_split
@@ -657,16 +662,22 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
     from biorank.ranker.snippet_tuning import (
         METRIC,
         TuningSet,
+        equal_weights,
         plot_tuning,
         single_perspectives,
         store_weights,
         tune_weights,
     )
-    from biorank.ranker.snippets import SnippetScorer, SnippetWeights, sentence_reranker
+    from biorank.ranker.snippets import SnippetError, SnippetScorer, sentence_reranker
 
     if snippet_system(system)[1] is not None:
         raise click.BadParameter("name the system without +snippets: the weights are what is tuned",
                                  param_hint="--system")
+    chosen = tuple(p.strip() for p in perspectives.split(",") if p.strip())
+    try:
+        start = equal_weights(chosen)
+    except SnippetError as e:
+        raise click.BadParameter(str(e), param_hint="--perspectives") from None
     gold = read_evidence_sentences(snippet_gold)
     judged = list(read_qrels(qrels_path or snippet_gold))
     if split == "dev":
@@ -677,32 +688,35 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
         raise click.UsageError(f"no {split} query of {queries_path} has gold sentences in {snippet_gold}")
     searcher = _searcher(settings, index_name, "bm25", None, None, 1000)
     reranker = _reranker(searcher, reranker_model, "auto") if RERANK in system else None
-    scorer = SnippetScorer(searcher, weights=SnippetWeights(),
-                           reranker=sentence_reranker(searcher.meta, index_name, reranker or reranker_model))
+    relevance = sentence_reranker(searcher.meta, index_name, reranker or reranker_model) if start.uses(
+        "relevance") else None
+    scorer = SnippetScorer(searcher, weights=start, reranker=relevance)
     searcher.encoder  # noqa: B018 - loaded once, outside the progress bars
     stages = 2 + (RERANK in system)
     with _record_progress(f"{system} + sentences", len(queries) * stages, "queries") as advance:
         hits = run_system(system, searcher, queries, 100, advance, reranker=reranker, rerank_progress=advance).hits
-        candidates = scorer.collect(queries, hits, progress=advance)
+        candidates = scorer.collect(queries, hits, perspectives=chosen, progress=advance)
     tuning = TuningSet(candidates, {q: gold[q] for q in queries})
     sentences = sum(len(c.sentences) for c in candidates.values())
     click.echo(f"{len(queries)} {split} queries with gold sentences, {sentences} candidate sentences from the top "
                f"{scorer.depth} documents of {system}; {METRIC}:")
-    for name, value in single_perspectives(tuning).items():
+    for name, value in single_perspectives(tuning, chosen).items():
         click.echo(f"  {name + ' alone' if name != 'equal' else 'equal weights':<16} {value:.4f}")
 
     def report(phase) -> None:
         click.echo(f"round {phase.round}, {phase.group} weights ({len(phase.trials)} trials): {METRIC} "
                    f"{phase.value:.4f}  [{phase.weights.describe()}]")
 
-    result = tune_weights(tuning, rounds=rounds, trials=trials, seed=seed, min_gain=min_gain, report=report)
+    result = tune_weights(tuning, rounds=rounds, trials=trials, seed=seed, min_gain=min_gain, perspectives=chosen,
+                          report=report)
     click.echo(f"tuned: {METRIC} {result.value:.4f} against {result.initial:.4f} for equal weights")
     plot_tuning(result, plot, title=f"{index_name}: {METRIC} while tuning the snippet weights ({len(queries)} "
                 f"{split} queries, {system})")
     click.echo(f"plot written to {plot}")
     if not no_store:
         store_weights(searcher.client, index_name, result, split=split, queries=len(queries), system=system,
-                      reranker=scorer.reranker.model_name, trials=trials, seed=seed)
+                      reranker=scorer.reranker.model_name if scorer.reranker else None, trials=trials, seed=seed,
+                      perspectives=list(chosen))
         click.echo(f"stored the weights with {index_name}: +snippets systems and query --snippets use them")
 
 
@@ -772,6 +786,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
     runs: dict[str, dict[str, dict[str, float]]] = {}
     extra: dict[str, dict[str, dict[str, float]]] = {}
     aggregates: dict[str, dict[str, float]] = {}
+    latencies: dict[str, dict[str, dict[str, float]]] = {}
     if score_runs != bool(run_paths):
         raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
     scorer = PhaseAScorer(golden=qrels_path if relevance_notion(qrels_path) == "bioasq" else None,
@@ -813,8 +828,9 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
                 result = run_system(system, searcher, queries, k, clock, reranker=reranker, depth=rerank_depth,
                                     weight=rerank_weight,
                                     rerank_progress=advance, snippet_progress=advance)
-                log.add_run(_first_stage_searcher(searcher, system), queries, result.hits, k,
-                            _Stages(clock, result.stage_ms), system=system)
+                timed = _Stages(clock, result.stage_ms)
+                latencies[system] = timed.latencies()
+                log.add_run(_first_stage_searcher(searcher, system), queries, result.hits, k, timed, system=system)
             for note in result.notes:
                 _echo(f"note: {system}: {note}")
             write_trec(out / f"{system}.trec", result.hits, tag=f"biorank-{system}")
@@ -822,7 +838,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
             add(system, {q: [h.id for h in hits] for q, hits in result.hits.items()}, result.snippets)
     notion = {"evidence": "evidence relevance (annotated evidence only)", "bioasq": "BioASQ gold documents",
               "qrels": "the qrels file's judgements"}[relevance_notion(qrels_path)]
-    report = evaluate_runs(runs, qrels, measure_names, extra, aggregates)
+    report = evaluate_runs(runs, qrels, measure_names, extra, aggregates, latencies)
     click.echo(f"{Path(qrels_path).name}, {split} split: {report.queries} judged queries, {notion}\n")
     click.echo(report.markdown())
     written = write_report(report, out)

@@ -197,6 +197,16 @@ def test_the_optimiser_improves_a_real_tuning_set_over_equal_weights(collected, 
     assert again.weights == first.weights and again.value == first.value
 
 
+def test_perspectives_left_out_of_tuning_stay_at_zero(collected, gold) -> None:
+    tuning = TuningSet(collected, {q: sentences for q, (_, sentences) in gold.items()})
+    without = tune_weights(tuning, rounds=2, trials=12, seed=7, perspectives=("similarity", "lexical", "document"))
+    assert without.initial == pytest.approx(tuning.value(SnippetWeights(sentence=(0, 1, 1, 1))))
+    assert all(p.weights.sentence[0] == 0 for p in without.phases)
+    assert not without.weights.uses("relevance") and without.value >= without.initial
+    with pytest.raises(SnippetError, match="perspectives"):
+        tune_weights(tuning, perspectives=("relevance", "novelty"))
+
+
 def test_documents_without_sentences_do_not_break(searcher: Searcher, scorer: SnippetScorer) -> None:
     hits = searcher.search(QUERY, 5)
     ghost = Hit("no-such-document", "", 1, hits[0].score + 1)
@@ -253,3 +263,50 @@ def test_tune_snippets_prints_every_round_and_plots(opensearch: OpenSearch, open
     assert "round 1, sentence weights (4 trials)" in result.output
     assert plot.stat().st_size > 0
     assert "snippet_weights" not in check_index_meta(opensearch, sample_index)
+    # Without relevance no cross-encoder is needed, so none is named.
+    cheap = CliRunner().invoke(cli, [
+        "--url", opensearch_url, "tune-snippets", "--queries", str(claims), "--snippet-gold", str(claims),
+        "--index", sample_index, "--system", "hybrid", "--perspectives", "similarity,lexical", "--split", "all",
+        "--rounds", "1", "--trials", "4", "--plot", str(plot), "--no-store"])
+    assert cheap.exit_code == 0, cheap.output
+    assert "lexical alone" in cheap.output and "relevance alone" not in cheap.output
+    assert "relevance 0 similarity" in cheap.output
+    wrong = CliRunner().invoke(cli, ["--url", opensearch_url, "tune-snippets", "--queries", str(claims),
+                                     "--snippet-gold", str(claims), "--index", sample_index,
+                                     "--perspectives", "lexical,novelty"])
+    assert wrong.exit_code == 2 and "novelty" in wrong.output
+
+
+def test_eval_reports_sentence_measures_and_the_cost_of_each_stage(opensearch: OpenSearch, opensearch_url: str,
+                                                                    sample_index: str, gold, shared_data: Path,
+                                                                    tiny_reranker: Path, tmp_path: Path) -> None:
+    from biorank.querylog import recent_queries
+
+    wanted = set(list(gold)[:8])
+    claims = tmp_path / "claims.jsonl"
+    with (shared_data / "scifact" / "claims_train.jsonl").open() as f:
+        claims.write_text("".join(line for line in f if str(json.loads(line)["id"]) in wanted))
+    log_index = f"{sample_index}-log"
+    systems = ["hybrid+rerank+snippets-lexical", "hybrid+snippets-similarity+rescore"]
+    try:
+        result = CliRunner().invoke(cli, [
+            "--url", opensearch_url, "eval", "--queries", str(claims), "--qrels", str(claims), "--snippet-gold",
+            str(claims), "--index", sample_index, "--systems", ",".join(systems), "--reranker", str(tiny_reranker),
+            "-k", "50", "--measures", "ndcg@10", "--out", str(tmp_path / "eval")],
+            env={"BIORANK_QUERY_LOG_INDEX": log_index})
+        assert result.exit_code == 0, result.output
+        report = json.loads((tmp_path / "eval" / "table.json").read_text())
+        for system in systems:
+            assert 0 < report["table"][system]["sentence-map@10"] <= 1 and 0 < report["table"][system]["ndcg@10"] <= 1
+            cost = report["cost_ms"][system]
+            # The total is measured around the stages, so they fit in it.
+            assert 0 < cost["first_stage"] + cost.get("rerank", 0) + cost["snippets"] <= cost["total"]
+        assert "rerank" in report["cost_ms"][systems[0]] and "rerank" not in report["cost_ms"][systems[1]]
+        assert "| cost, ms per query (mean) |" in result.output
+        records = recent_queries(opensearch, log_index, last=100)
+        assert sorted(r["system"] for r in records) == sorted(systems * 8)
+        for r in records:
+            assert 0 < r["latency_ms"]["snippets"] < r["latency_ms"]["total"]
+            assert ("rerank" in r["latency_ms"]) == ("+rerank" in r["system"])
+    finally:
+        opensearch.indices.delete(index=log_index, ignore_unavailable=True)

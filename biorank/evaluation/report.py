@@ -29,6 +29,8 @@ class EvalReport:
     p_values: dict[str, dict[str, float]] = field(default_factory=dict)
     """system -> measure -> p of the paired t-test against the first system (absent for the first)."""
     recall_at_depth: dict[str, dict[int, float]] = field(default_factory=dict)
+    cost_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    """system -> stage (``first_stage``, ``rerank``, ``snippets``, ``total``) -> mean milliseconds per query."""
 
     def markdown(self) -> str:
         baseline = self.systems[0]
@@ -43,21 +45,30 @@ class EvalReport:
                 cells.append("" if value is None else f"{value:.4f}{mark}")
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
         lines.append(f"\n† p < {SIGNIFICANCE_LEVEL} in a two-sided paired t-test against {baseline}.")
+        if self.cost_ms:
+            stages = list(dict.fromkeys(s for by_stage in self.cost_ms.values() for s in by_stage))
+            lines += ["", "| cost, ms per query (mean) | " + " | ".join(stages) + " |",
+                      "|---|" + "---:|" * len(stages)]
+            for system, by_stage in self.cost_ms.items():
+                cells = ["" if s not in by_stage else f"{by_stage[s]:.1f}" for s in stages]
+                lines.append(f"| {system} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
         return {"queries": self.queries, "measures": self.measures, "systems": self.systems, "table": self.table,
-                "p_values": self.p_values, "recall_at_depth": self.recall_at_depth}
+                "p_values": self.p_values, "recall_at_depth": self.recall_at_depth, "cost_ms": self.cost_ms}
 
 
 def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, measures: Sequence[str],
                   extra: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
-                  aggregates: Mapping[str, Mapping[str, float]] | None = None) -> EvalReport:
+                  aggregates: Mapping[str, Mapping[str, float]] | None = None,
+                 latencies: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> EvalReport:
     """Score every run on the judged queries; a judged query a run lacks counts 0 for it.
 
     ``extra`` adds measures computed elsewhere (BioASQ's, snippet measures) as system -> measure -> query ->
     value: they get a column, a mean and a significance test like the others. ``aggregates`` adds values
     that are not means of per-query values (GMAP) as system -> measure -> value, without a test.
+    ``latencies`` (system -> query -> stage -> ms, as the query log records them) become ``cost_ms``.
     """
     import ir_measures
     from scipy import stats
@@ -88,6 +99,10 @@ def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, measures: Sequence[str]
             if m not in report.measures:
                 report.measures.append(m)
             report.table[system][m] = value
+    for system, by_query in (latencies or {}).items():
+        stages = list(dict.fromkeys(s for by_stage in by_query.values() for s in by_stage))
+        report.cost_ms[system] = {s: sum(q.get(s, 0.0) for q in by_query.values()) / len(by_query)
+                                  for s in stages}
     baseline = report.systems[0]
     for system in report.systems[1:]:
         report.p_values[system] = {}

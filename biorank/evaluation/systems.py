@@ -6,6 +6,7 @@ function from queries to ranked hits, so the evaluation does not care how the hi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -54,7 +55,7 @@ class SystemRun:
     hits: dict[str, list[Hit]]
     snippets: dict[str, list[Snippet]] | None = None
     stage_ms: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Milliseconds per query of the stages a system times itself: stage -> query -> ms (``snippets``)."""
+    """Milliseconds per query of the stages after the first: stage -> query -> ms (``rerank``, ``snippets``)."""
     notes: list[str] = field(default_factory=list)
     """What the user should know about how the run was made (a perspective that could not be computed)."""
 
@@ -101,14 +102,19 @@ def run_system(name: str, searcher: Searcher, queries: Mapping[str, str], k: int
         raise BiorankError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
                            f"-equal or one perspective and {RESCORE}")
     hits = searcher.with_settings(**FIRST_STAGE[base]).search_many(queries, k, progress=progress)
+    stage_ms: dict[str, dict[str, float]] = {}
     if RERANK in stages:
         from biorank.ranker.reranker import Reranker, index_reranker, rerank_many
 
         reranker = reranker or Reranker(index_reranker(searcher.meta, searcher.index))
+        started = time.perf_counter()
         hits = rerank_many(reranker, searcher.client, searcher.index, queries, hits, depth, weight,
                            progress=rerank_progress)
+        # rerank_many reads every query's texts in one request, so each query gets an equal share of the stage.
+        share = (time.perf_counter() - started) * 1000 / max(len(hits), 1)
+        stage_ms["rerank"] = dict.fromkeys(hits, share)
     if variant is None:
-        return SystemRun(hits)
+        return SystemRun(hits, stage_ms=stage_ms)
     from biorank.ranker.snippets import SnippetScorer, SnippetWeights, sentence_reranker
 
     weights = SnippetWeights.named(variant, searcher.meta)
@@ -118,4 +124,4 @@ def run_system(name: str, searcher: Searcher, queries: Mapping[str, str], k: int
                            "with `biorank train-reranker`")
     scorer = SnippetScorer(searcher, weights=weights, reranker=relevance, rescore=rescore, depth=SNIPPET_DOCUMENTS)
     found = scorer.score_many(queries, hits, progress=snippet_progress)
-    return SystemRun(found.hits, found.snippets, {"snippets": found.ms}, scorer.notes)
+    return SystemRun(found.hits, found.snippets, {**stage_ms, "snippets": found.ms}, scorer.notes)

@@ -12,7 +12,7 @@ trial costs milliseconds and a run with a seed is reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from biorank.ranker.snippets import (
     PERSPECTIVES,
     SNIPPETS_PER_QUERY,
     SentenceCandidates,
+    SnippetError,
     SnippetWeights,
 )
 
@@ -109,13 +110,17 @@ class TuningSet:
 
 
 def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: int = 20261122,
-                 min_gain: float = 1e-3, start: SnippetWeights | None = None,
+                 min_gain: float = 1e-3, perspectives: Sequence[str] = PERSPECTIVES,
                  report: Callable[[Phase], None] | None = None) -> TuningResult:
-    """Alternate document and sentence phases from ``start`` (equal weights) and return every phase."""
+    """Alternate document and sentence phases from equal weights and return every phase.
+
+    Sentence perspectives not in ``perspectives`` stay at weight 0, so the scores never need them: without
+    relevance, the snippet stage runs no cross-encoder.
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    weights = start or SnippetWeights()
+    weights = equal_weights(perspectives)
     result = TuningResult(initial=tuning.value(weights), start=weights)
     current = result.initial
     for number in range(1, rounds + 1):
@@ -124,18 +129,20 @@ def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: 
             # A seed per phase: phases differ, and the same command gives the same weights.
             sampler = optuna.samplers.TPESampler(seed=seed + len(result.phases))
             study = optuna.create_study(direction="maximize", sampler=sampler)
-            study.enqueue_trial(dict(zip(names, getattr(weights, group), strict=True)))
+            free = tuple(n for n in names if group != "sentence" or n in perspectives)
+            current_values = dict(zip(names, getattr(weights, group), strict=True))
+            study.enqueue_trial({n: current_values[n] for n in free})
 
             def objective(trial: optuna.Trial, fixed: SnippetWeights = weights, group: str = group,
-                          names: tuple[str, ...] = names) -> float:
-                values = [trial.suggest_float(name, 0.0, 1.0) for name in names]
+                          names: tuple[str, ...] = names, free: tuple[str, ...] = free) -> float:
+                values = [trial.suggest_float(name, 0.0, 1.0) if name in free else 0.0 for name in names]
                 return tuning.value(fixed.with_group(group, values))
 
             study.optimize(objective, n_trials=trials)
             values = [t.value for t in study.trials]
             # The first best trial: the current weights win ties, so a phase changes nothing it cannot improve.
             best = max(range(len(values)), key=lambda i: (values[i], -i))
-            weights = weights.with_group(group, [study.trials[best].params[n] for n in names])
+            weights = weights.with_group(group, [study.trials[best].params.get(n, 0.0) for n in names])
             current = values[best]
             phase = Phase(number, group, weights, current, tuple(values))
             result.phases.append(phase)
@@ -146,10 +153,18 @@ def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: 
     return result
 
 
-def single_perspectives(tuning: TuningSet) -> dict[str, float]:
-    """The dev value of each perspective alone, and of equal weights."""
-    values = {p: tuning.value(SnippetWeights.single(p)) for p in PERSPECTIVES}
-    return values | {"equal": tuning.value(SnippetWeights())}
+def equal_weights(perspectives: Sequence[str] = PERSPECTIVES) -> SnippetWeights:
+    """Where tuning starts: every document weight and the sentence weights of ``perspectives`` 1, the rest 0."""
+    unknown = set(perspectives) - set(PERSPECTIVES)
+    if unknown or not perspectives:
+        raise SnippetError(f"perspectives are some of {', '.join(PERSPECTIVES)}, not {', '.join(perspectives)!r}")
+    return SnippetWeights(sentence=tuple(float(p in perspectives) for p in PERSPECTIVES))  # type: ignore[arg-type]
+
+
+def single_perspectives(tuning: TuningSet, perspectives: Sequence[str] = PERSPECTIVES) -> dict[str, float]:
+    """The dev value of each of ``perspectives`` alone, and of equal weights over them."""
+    values = {p: tuning.value(SnippetWeights.single(p)) for p in perspectives}
+    return values | {"equal": tuning.value(equal_weights(perspectives))}
 
 
 def plot_tuning(result: TuningResult, path: Path, title: str) -> Path:

@@ -344,16 +344,17 @@ class SnippetScorer:
         return SnippetRun(ranked, rescored, ms, self.k)
 
     def collect(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]], *, batch: int = 16,
+                perspectives: Sequence[str] = PERSPECTIVES,
                 progress: Callable[[int], None] | None = None) -> dict[str, SentenceCandidates]:
-        """Every perspective of every query's sentences, ``batch`` queries at a time: the cache tuning scores."""
-        if self.reranker is None:
+        """The ``perspectives`` of every query's sentences, ``batch`` queries at a time: the cache tuning scores."""
+        if "relevance" in perspectives and self.reranker is None:
             raise SnippetError(f"index {self.index!r} has no reranker for the relevance perspective: train one "
                                "with `biorank train-reranker`, or name a cross-encoder with --reranker")
         collected: dict[str, SentenceCandidates] = {}
         items = list(queries)
         for start in range(0, len(items), batch):
             chunk = {q: queries[q] for q in items[start : start + batch]}
-            collected |= self.candidates_many(chunk, hits)
+            collected |= self.candidates_many(chunk, hits, perspectives=perspectives)
             if progress is not None:
                 progress(len(chunk))
         return collected
