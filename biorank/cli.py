@@ -714,9 +714,9 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
                 f"{split} queries, {system})")
     click.echo(f"plot written to {plot}")
     if not no_store:
+        used = {"reranker": scorer.reranker.model_name} if scorer.reranker else {}
         store_weights(searcher.client, index_name, result, split=split, queries=len(queries), system=system,
-                      reranker=scorer.reranker.model_name if scorer.reranker else None, trials=trials, seed=seed,
-                      perspectives=list(chosen))
+                      trials=trials, seed=seed, perspectives=list(chosen), **used)
         click.echo(f"stored the weights with {index_name}: +snippets systems and query --snippets use them")
 
 
