@@ -427,20 +427,6 @@ def _print_snippets(found, hits: list, per_hit: int = 3) -> None:
             console.print(Text(f"  {s.score:.3f}  {s.section} {s.begin}-{s.end}  ", style="dim") + sentence)
 
 
-class _Stages:
-    """A batch clock's latencies with the stages a system timed itself (``snippets``) added per query."""
-
-    def __init__(self, clock, stage_ms: dict[str, dict[str, float]]) -> None:
-        self.clock, self.stage_ms, self.batch = clock, stage_ms, clock.batch
-
-    def latencies(self) -> dict[str, dict[str, float]]:
-        latencies = self.clock.latencies()
-        for stage, per_query in self.stage_ms.items():
-            for qid, ms in per_query.items():
-                latencies.setdefault(qid, {})[stage] = ms
-        return latencies
-
-
 @cli.command()
 @click.argument("text")
 @_search_options
@@ -828,9 +814,9 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
                 result = run_system(system, searcher, queries, k, clock, reranker=reranker, depth=rerank_depth,
                                     weight=rerank_weight,
                                     rerank_progress=advance, snippet_progress=advance)
-                timed = _Stages(clock, result.stage_ms)
-                latencies[system] = timed.latencies()
-                log.add_run(_first_stage_searcher(searcher, system), queries, result.hits, k, timed, system=system)
+                latencies[system] = clock.latencies(result.stage_ms)
+                log.add_run(_first_stage_searcher(searcher, system), queries, result.hits, k, latencies[system],
+                            clock.batch, system=system)
             for note in result.notes:
                 _echo(f"note: {system}: {note}")
             write_trec(out / f"{system}.trec", result.hits, tag=f"biorank-{system}")

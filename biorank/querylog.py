@@ -83,14 +83,13 @@ class QueryLog:
     """
 
     def __init__(self, client: OpenSearch | None, index: str = QUERY_LOG_INDEX, *, command: str,
-                 enabled: bool = True, flush_every: int = FLUSH_EVERY, top: int = TOP_HITS,
+                 enabled: bool = True, flush_every: int = FLUSH_EVERY,
                  warn: Warn | None = None) -> None:
         self.client = client
         self.index = index
         self.command = command
         self.enabled = enabled and client is not None
         self.flush_every = max(1, flush_every)
-        self.top = top
         self.run = uuid.uuid4().hex[:12]
         self.written = 0
         self.failure: str | None = None
@@ -127,7 +126,7 @@ class QueryLog:
             "batch": batch,
             "hits_returned": len(hits),
             "latency_ms": {stage: round(float(ms), 3) for stage, ms in latency_ms.items()},
-            "hits": [hit_parts(h) for h in hits[: self.top]],
+            "hits": [hit_parts(h) for h in hits[:TOP_HITS]],
         }
         self._buffer.append({key: value for key, value in record.items() if value is not None})
         if len(self._buffer) >= self.flush_every:
@@ -143,14 +142,15 @@ class QueryLog:
                  bm25_fields=None if mode.startswith("dense") else searcher.settings.field_set, batch=batch)
 
     def add_run(self, searcher: Searcher, queries: Mapping[str, str], hits: Mapping[str, Sequence[Any]], k: int,
-                clock: BatchClock, *, system: str | None = None) -> None:
-        """Buffer a record per query of a batched run timed by ``clock``; call it as soon as the run is over."""
+                latencies: Mapping[str, Mapping[str, float]], batch: Mapping[str, int], *,
+                system: str | None = None) -> None:
+        """Buffer a record per query of a batched run, with the ``latencies`` and ``batch`` sizes of its
+        :class:`BatchClock`."""
         if not self.enabled:
             return
-        latencies = clock.latencies()
         for qid, found in hits.items():
-            self.add_search(searcher, queries[qid], found, k, latencies.get(qid, {}), query_id=qid, system=system,
-                            batch=clock.batch.get(qid, 1))
+            self.add_search(searcher, queries[qid], found, k, dict(latencies.get(qid, {})), query_id=qid,
+                            system=system, batch=batch.get(qid, 1))
 
     def flush(self) -> None:
         """Hand what is buffered to the writer thread and return; waits only while an earlier request is out."""
@@ -258,11 +258,16 @@ class BatchClock:
         if self._progress is not None:
             self._progress(done)
 
-    def latencies(self) -> dict[str, dict[str, float]]:
-        """Stage → ms per query, once the run is over: ``first_stage``, and ``total`` with an equal share of
-        whatever ran after the last batch (snippets of the top documents, say)."""
+    def latencies(self, stages: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
+        """Query → stage → ms, once the run is over: ``first_stage``, the later ``stages`` a system timed itself
+        (stage → query → ms: ``rerank``, ``snippets``), and ``total`` with an equal share of whatever ran after
+        the last batch (those stages included)."""
         after = (time.perf_counter() - self._last) * 1000 / max(len(self.first_stage), 1)
-        return {q: {"first_stage": ms, "total": ms + after} for q, ms in self.first_stage.items()}
+        latencies = {q: {"first_stage": ms, "total": ms + after} for q, ms in self.first_stage.items()}
+        for stage, per_query in (stages or {}).items():
+            for qid, ms in per_query.items():
+                latencies.setdefault(qid, {})[stage] = ms
+        return latencies
 
 
 def recent_queries(client: OpenSearch, index: str = QUERY_LOG_INDEX, *, last: int = 20,
@@ -292,6 +297,6 @@ def logged_search(log: QueryLog, searcher: Searcher, queries: Mapping[str, str],
         chunk = dict(items[start : start + log.flush_every])
         clock = BatchClock(chunk, progress)
         found = searcher.search_many(chunk, k, progress=clock)
-        log.add_run(searcher, chunk, found, k, clock, system=system)
+        log.add_run(searcher, chunk, found, k, clock.latencies(), clock.batch, system=system)
         hits.update(found)
     return hits

@@ -49,6 +49,16 @@ def test_a_pair_scores_the_same_in_any_batch(reranker: Reranker, sample_index: s
     assert alone == among_others == reversed_order
 
 
+def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker: Reranker, tiny_reranker: Path,
+                                                                        sample_index: str, opensearch) -> None:
+    hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 12)
+    texts = list(fetch_texts(opensearch, sample_index, [h.id for h in hits]).values())
+    shorter = reranker.resized(max_length=32, batch_size=5)
+    assert shorter._model is reranker._model and (reranker.max_length, reranker.batch_size) == (64, 8)
+    fresh = Reranker(tiny_reranker, max_length=32, batch_size=5, precision=reranker.precision)
+    assert (shorter.score(CLAIM, texts) == fresh.score(CLAIM, texts)).all()
+
+
 def test_reranking_only_reorders_the_candidates(reranker: Reranker, sample_index: str, opensearch) -> None:
     searcher = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text")
     hits = searcher.search(CLAIM, 30)

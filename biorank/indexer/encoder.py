@@ -57,7 +57,6 @@ __all__ = [
     "Encoder",
     "ModelNotInstalled",
     "Precision",
-    "folder_digest",
     "model_identity",
     "native_bf16",
     "packaged_model_dir",
@@ -108,7 +107,7 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def folder_digest(folder: Path) -> str:
+def _folder_digest(folder: Path) -> str:
     """A short hash of a model folder's contents, so that two different local models never share a name."""
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -129,7 +128,7 @@ def model_identity(name: str) -> str:
         return f"{DEFAULT_MODEL}@{packaged_model_dir(DEFAULT_MODEL)[1]}"
     folder = Path(resolve_model(name))
     if folder.is_dir():
-        return f"{folder.resolve().name}@{folder_digest(folder.resolve())}"
+        return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"
     return name
 
 
@@ -145,15 +144,19 @@ def native_bf16(torch: Any, device: Any) -> bool:
 
 
 @contextlib.contextmanager
-def quiet_loading() -> Iterator[None]:
-    """Hide transformers' per-load "Loading weights" bar, which would cut through biorank's own progress bar,
-    and its load report, which calls the fresh head of a model about to be trained "MISSING"."""
+def quiet_loading(*, fresh_head: bool = False) -> Iterator[None]:
+    """Hide transformers' per-load "Loading weights" bar, which would cut through biorank's own progress bar.
+
+    ``fresh_head`` also hides its load report, which calls the head of a model about to be trained "MISSING";
+    every other load keeps it, so a checkpoint with missing weights is never used silently.
+    """
     from transformers.utils import logging
 
     was_enabled = logging.is_progress_bar_enabled()
     verbosity = logging.get_verbosity()
     logging.disable_progress_bar()
-    logging.set_verbosity_error()
+    if fresh_head:
+        logging.set_verbosity_error()
     try:
         yield
     finally:

@@ -13,6 +13,7 @@ torch and transformers are imported only when a :class:`Reranker` is built.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -60,17 +61,9 @@ class Reranker:
         if batch_size < 1 or max_length < 8:
             raise ValueError("batch_size must be at least 1 and max_length at least 8")
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self._name = str(model)
-        source = resolve_model(self._name)
-        local = Path(source).is_dir()
-        try:
-            with quiet_loading():
-                tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local)
-                loaded = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=local)
-        except OSError as error:
-            raise RerankerError(f"cannot load the reranker {self._name!r}: {error}") from None
+        loaded, tokenizer = load_cross_encoder(self._name)
         if loaded.config.num_labels != 1:
             raise RerankerError(
                 f"the reranker {self._name!r} has {loaded.config.num_labels} outputs; a cross-encoder for "
@@ -104,6 +97,13 @@ class Reranker:
         self.max_length = max_length
         self.batch_size = batch_size
 
+    def resized(self, *, max_length: int, batch_size: int) -> Reranker:
+        """The same model in memory, scoring batches of another fixed shape (sentences are shorter than
+        abstracts): nothing is loaded or quantised again."""
+        other = copy.copy(self)
+        other.max_length, other.batch_size = max_length, batch_size
+        return other
+
     @property
     def source(self) -> str:
         """The model as it was named: a folder or a hub name; what loads it again."""
@@ -122,8 +122,7 @@ class Reranker:
         """One score per text for ``query``, in input order; higher is more relevant."""
         return self.score_pairs([(query, text) for text in texts])
 
-    def score_pairs(self, pairs: Sequence[tuple[str, str]],
-                    progress: Callable[[int], None] | None = None) -> np.ndarray:
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """One score per (query, text) pair, in input order."""
         import numpy as np
         import torch
@@ -141,8 +140,6 @@ class Reranker:
                                                         dtype=torch.bfloat16, enabled=self._precision == "bf16"):
                 logits = self._model(**inputs).logits[:, 0]
             scores[start : start + len(chunk)] = logits[: len(chunk)].float().cpu().numpy()
-            if progress is not None:
-                progress(len(chunk))
         return scores
 
     def rerank(self, query: str, hits: Sequence[Hit], texts: Mapping[str, str], depth: int,
@@ -196,6 +193,26 @@ def rerank_many(reranker: Reranker, client: Any, index: str, queries: Mapping[st
         if progress is not None:
             progress(1)
     return reranked
+
+
+def load_cross_encoder(name: str, *, fresh_head: bool = False) -> tuple[Any, Any]:
+    """(model, tokenizer) of a sequence-classification checkpoint: a local folder or a hub name.
+
+    ``fresh_head`` gives it a new one-output head, for a checkpoint that has none (a sentence encoder about
+    to be trained as a cross-encoder).
+    """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    source = resolve_model(name)
+    local = Path(source).is_dir()
+    head = {"num_labels": 1} if fresh_head else {}
+    try:
+        with quiet_loading(fresh_head=fresh_head):
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local)
+            model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=local, **head)
+    except OSError as error:
+        raise RerankerError(f"cannot load the cross-encoder {name!r}: {error}") from None
+    return model, tokenizer
 
 
 def index_reranker(meta: Mapping[str, Any], index: str) -> str:

@@ -277,16 +277,15 @@ def sentence_reranker(meta: Mapping[str, Any], index: str,
     reranker, a folder or a hub name), else the index's trained reranker, else None (no relevance)."""
     from biorank.ranker.reranker import Reranker, index_reranker
 
-    precision = "auto"
     if isinstance(reranker, Reranker):
-        source, precision = reranker.source, reranker.precision
-    elif reranker:
+        return reranker.resized(max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
+    if reranker:
         source = str(reranker)
     elif (meta.get("reranker") or {}).get("model"):
         source = index_reranker(meta, index)
     else:
         return None
-    return Reranker(source, precision=precision, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
+    return Reranker(source, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
 
 
 class SnippetScorer:

@@ -36,10 +36,5 @@ def write_model_card(folder: Path, *, title: str, summary: str, data: Mapping[st
     return path
 
 
-def read_training_record(folder: Path) -> dict | None:
-    path = folder / RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 def _cell(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)

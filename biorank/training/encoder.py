@@ -48,7 +48,6 @@ from biorank.training.loop import (
     run_epochs,
     split_judged,
     stage_counter,
-    use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.synthetic import KINDS, SyntheticPair, generators, make_pairs, sample_documents
@@ -169,7 +168,7 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
     window = model.max_seq_length
     if config.max_seq_length is not None:
         model.max_seq_length = config.max_seq_length
-    bf16 = use_bf16(config.precision)
+    bf16 = encoder.precision == "bf16"
     supervised_per_batch = config.batch_size - config.synthetic_per_batch
     steps_per_epoch = math.ceil(len(examples) / supervised_per_batch)
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
@@ -218,7 +217,7 @@ def _load_base(config: EncoderTraining) -> Encoder:
     from biorank.indexer.encoder import Encoder
 
     try:
-        return Encoder(config.base_model, precision="bf16" if use_bf16(config.precision) else "fp32")
+        return Encoder(config.base_model, precision=config.precision)
     except OSError as error:
         raise TrainingError(f"cannot load the base model {config.base_model!r}: {error}") from None
 

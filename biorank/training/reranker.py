@@ -23,8 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.evaluation.measures import Qrels, evaluate, run_from_hits
 from biorank.evaluation.splits import DEV_SEED
-from biorank.indexer.encoder import DEFAULT_MODEL, quiet_loading, resolve_model
-from biorank.ranker.reranker import DEFAULT_DEPTH, DEFAULT_MAX_LENGTH, Reranker, fetch_texts, rerank_order
+from biorank.indexer.encoder import DEFAULT_MODEL, quiet_loading
+from biorank.ranker.reranker import (
+    DEFAULT_DEPTH,
+    DEFAULT_MAX_LENGTH,
+    Reranker,
+    fetch_texts,
+    load_cross_encoder,
+    rerank_order,
+)
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
     METRIC,
@@ -119,7 +126,7 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
         f"dev {METRIC} of BM25 top {config.validation_depth}: {baseline:.4f}")
 
     torch.manual_seed(config.seed)
-    model, tokenizer = _load_base(config.base_model)
+    model, tokenizer = load_cross_encoder(config.base_model, fresh_head=True)
     bf16 = use_bf16(config.precision)
     steps_per_epoch = len(groups)
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
@@ -142,21 +149,6 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     _write_card(out, report, config, searcher.index)
     remove_checkpoint(out)
     return report
-
-
-def _load_base(name: str) -> tuple[Any, Any]:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    source = resolve_model(name)
-    local = Path(source).is_dir()
-    try:
-        with quiet_loading():
-            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local)
-            # A sentence-embedding checkpoint has no classification head; transformers adds a fresh one.
-            model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1, local_files_only=local)
-    except OSError as error:
-        raise TrainingError(f"cannot load the base model {name!r}: {error}") from None
-    return model, tokenizer
 
 
 def _group_loss(model: Any, tokenizer: Any, group: TrainingGroup, queries: Mapping[str, str],
