@@ -357,14 +357,6 @@ def _reranker(searcher, model: str | None, precision: str):
     return Reranker(model or index_reranker(searcher.meta, searcher.index), precision=precision)
 
 
-def _first_stage_searcher(searcher, system: str):
-    """The searcher as system ``name+stage+...`` runs its first stage, so its log records carry that mode."""
-    from biorank.evaluation.systems import FIRST_STAGE
-
-    base = system.split("+", 1)[0]
-    return searcher.with_settings(**FIRST_STAGE[base]) if base in FIRST_STAGE else searcher
-
-
 def _query_log(settings: ConnectionSettings, client, command: str, no_log: bool):
     """This command's query log; what it buffers is written when the command ends, whatever the outcome."""
     from biorank.querylog import QueryLog
@@ -756,7 +748,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
     from biorank.evaluation.report import evaluate_runs, write_report
     from biorank.evaluation.runs import read_trec, write_trec
     from biorank.evaluation.splits import dev_split
-    from biorank.evaluation.systems import run_system
+    from biorank.evaluation.systems import first_stage_searcher, run_system
     from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
     from biorank.querylog import BatchClock
 
@@ -802,8 +794,9 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
         searcher = _searcher(settings, index_name, "bm25", None, None, 1000)
         log = _query_log(settings, searcher.client, "eval", no_log)
         names = [s.strip() for s in systems.split(",") if s.strip()]
+        first_stages = {name: first_stage_searcher(name, searcher) for name in names}  # unknown names fail here
         # Loaded once here, every system shares the encoder instead of loading its own inside its first batch.
-        if any(_first_stage_searcher(searcher, name)._needs_encoder for name in names):
+        if any(first._needs_encoder for first in first_stages.values()):
             searcher.encoder  # noqa: B018 - the property loads it
         reranker = _reranker(searcher, reranker_model, rerank_precision) if any(
             "+rerank" in name for name in names) else None
@@ -815,7 +808,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: str, queries_path: str | 
                                     weight=rerank_weight,
                                     rerank_progress=advance, snippet_progress=advance)
                 latencies[system] = clock.latencies(result.stage_ms)
-                log.add_run(_first_stage_searcher(searcher, system), queries, result.hits, k, latencies[system],
+                log.add_run(first_stages[system], queries, result.hits, k, latencies[system],
                             clock.batch, system=system)
             for note in result.notes:
                 _echo(f"note: {system}: {note}")

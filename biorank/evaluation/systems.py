@@ -85,6 +85,16 @@ def with_snippets(name: str) -> str:
     return name if snippet_system(name)[1] is not None else name + SNIPPETS
 
 
+def first_stage_searcher(name: str, searcher: Searcher) -> Searcher:
+    """The searcher system ``name`` runs its first stage with; an unknown name is an error."""
+    stages = snippet_system(name)[0]
+    base = stages.removesuffix(RERANK)
+    if base not in FIRST_STAGE or stages not in system_names():
+        raise BiorankError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
+                           f"-equal or one perspective and {RESCORE}")
+    return searcher.with_settings(**FIRST_STAGE[base])
+
+
 def run_system(name: str, searcher: Searcher, queries: Mapping[str, str], k: int,
                progress: Callable[[int], None] | None = None, *, reranker: Reranker | None = None,
                depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT,
@@ -97,11 +107,7 @@ def run_system(name: str, searcher: Searcher, queries: Mapping[str, str], k: int
     the sentence scoring (whose cross-encoder is the same model, else the index's).
     """
     stages, variant, rescore = snippet_system(name)
-    base = stages.removesuffix(RERANK)
-    if base not in FIRST_STAGE or stages not in system_names():
-        raise BiorankError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
-                           f"-equal or one perspective and {RESCORE}")
-    hits = searcher.with_settings(**FIRST_STAGE[base]).search_many(queries, k, progress=progress)
+    hits = first_stage_searcher(name, searcher).search_many(queries, k, progress=progress)
     stage_ms: dict[str, dict[str, float]] = {}
     if RERANK in stages:
         from biorank.ranker.reranker import Reranker, index_reranker, rerank_many

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -118,3 +119,23 @@ def delete_indices(client: OpenSearch, name: str) -> list[str]:
     if existing:
         client.indices.delete(index=",".join(existing))
     return existing
+
+
+@contextlib.contextmanager
+def refresh_paused(client: OpenSearch, names: Sequence[str]) -> Iterator[None]:
+    """Bulk writes into ``names`` with refreshing off, searchable again at the end, failed or not.
+
+    Refreshing during a bulk load only makes segments to merge later.
+    """
+    from opensearchpy.exceptions import ConnectionError
+
+    client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": "-1"}})
+    try:
+        yield
+    finally:
+        try:
+            # None restores the index's default refresh interval.
+            client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": None}})
+            client.indices.refresh(index=",".join(names))
+        except ConnectionError:
+            pass  # the cluster is gone; the run reports that, and the next run restores the setting

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from biorank.indexer.blocks import block_budget, make_blocks
-from biorank.indexer.indices import check_index_meta, sentences_index_name
+from biorank.indexer.indices import check_index_meta, refresh_paused, sentences_index_name
 from biorank.indexer.readers import read_records
 from biorank.indexer.records import Abstract, Rejected, Sentence
 from biorank.indexer.sentences import sentences_of
@@ -149,11 +149,10 @@ class Indexer:
         started = time.monotonic()
         self.prepare_indices()
         indices = [i for i in (self.options.index, self.sentences_index) if i]
-        # Refreshing during a bulk load only makes segments to merge later; searchable again at the end.
-        self.client.indices.put_settings(index=",".join(indices), body={"index": {"refresh_interval": "-1"}})
         rejects = _RejectsFile(self.options.rejects or Path(f"biorank-rejects-{self.options.index}.tsv"))
         try:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="biorank-bulk") as pool:
+            with (refresh_paused(self.client, indices),
+                  ThreadPoolExecutor(max_workers=1, thread_name_prefix="biorank-bulk") as pool):
                 in_flight: Future | None = None
                 for batch in self._batches(paths, report, rejects):
                     prepared = self._prepare(batch, report)
@@ -164,7 +163,6 @@ class Indexer:
                     self._finish(in_flight.result(), report, rejects, progress)
         finally:
             rejects.close()
-            self._make_searchable(indices)
         report.seconds = time.monotonic() - started
         report.rejects_file = rejects.path if rejects.used else None
         return report
@@ -193,16 +191,6 @@ class Indexer:
                 check_index_meta(self.client, name, model=model)
             else:
                 self.client.indices.create(index=name, body=body)
-
-    def _make_searchable(self, indices: list[str]) -> None:
-        from opensearchpy.exceptions import ConnectionError
-
-        try:
-            # None restores the index's default refresh interval.
-            self.client.indices.put_settings(index=",".join(indices), body={"index": {"refresh_interval": None}})
-            self.client.indices.refresh(index=",".join(indices))
-        except ConnectionError:
-            pass  # the cluster is gone; the run reports that, and the next run restores the setting
 
     # Reading -----------------------------------------------------------------------------------------------
     def _batches(self, paths: Iterable[str | Path], report: IndexReport,

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
 from biorank.indexer.blocks import block_budget
-from biorank.indexer.indices import REENCODING, check_index_meta, entries_in_order, update_index_meta
+from biorank.indexer.indices import (
+    REENCODING,
+    check_index_meta,
+    entries_in_order,
+    refresh_paused,
+    update_index_meta,
+)
 from biorank.indexer.writer import BulkWriter
 
 if TYPE_CHECKING:
@@ -101,9 +107,7 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
         sentences_index = None
     targets = {BLOCKS: index, SENTENCES: sentences_index}
     names = [name for name in targets.values() if name]
-    # Refreshing during a bulk rewrite only makes segments to merge later; searchable again at the end.
-    client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": "-1"}})
-    try:
+    with refresh_paused(client, names):
         for stage, following in itertools.pairwise(STAGES):
             if STAGES.index(state["stage"]) > STAGES.index(stage):
                 continue
@@ -113,8 +117,6 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
                 setattr(report, stage, done)
             state = {**state, "stage": following, "after": None, "done": 0}
             update_index_meta(client, index, **{REENCODING: state})
-    finally:
-        _make_searchable(client, names)
 
     if sentences_index:
         update_index_meta(client, sentences_index, model=model, dimension=encoder.dimension)
@@ -172,12 +174,3 @@ def _check_tokenizer(client: OpenSearch, index: str, meta: dict, encoder: Encode
             f"blocks and word-piece fields would not match; build a new index with it instead")
 
 
-def _make_searchable(client: OpenSearch, names: list[str]) -> None:
-    from opensearchpy.exceptions import ConnectionError
-
-    try:
-        # None restores the index's default refresh interval.
-        client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": None}})
-        client.indices.refresh(index=",".join(names))
-    except ConnectionError:
-        pass  # the cluster is gone; the run reports that, and the next run restores the setting

@@ -169,12 +169,20 @@ def reorder(hits: Sequence[Hit], scores: Sequence[float], weight: float = 1.0) -
     if weight < 1.0:
         first = min_max([h.score for h in hits[:depth]])
         final = [weight * r + (1.0 - weight) * f for r, f in zip(min_max(scores), first, strict=True)]
-    reranked = [replace(hits[i], rank=rank, score=final[i], rerank=scores[i])
-                for rank, i in enumerate(rerank_order(final), 1)]
-    floor = min(final, default=0.0) - 1.0
+    return place(hits, final, rerank=list(scores))
+
+
+def place(hits: Sequence[Hit], final: Sequence[float], **parts: Sequence[float]) -> list[Hit]:
+    """The hits with the first ``len(final)`` ordered and scored by ``final`` (equal scores keep their order)
+    and the rest after them in their order, scored below the lowest, so a run file written from the scores
+    sorts exactly as the list does. ``parts`` are score parts to set on the top hits, one value per hit."""
+    depth = len(final)
+    top = [replace(hits[i], rank=rank, score=float(final[i]), **{name: values[i] for name, values in parts.items()})
+           for rank, i in enumerate(rerank_order(final), 1)]
+    floor = min((float(f) for f in final), default=0.0) - 1.0
     tail = [replace(hit, rank=rank, score=floor - offset)
             for offset, (rank, hit) in enumerate(enumerate(hits[depth:], depth + 1))]
-    return reranked + tail
+    return top + tail
 
 
 def rerank_order(scores: Sequence[float]) -> list[int]:

@@ -488,10 +488,7 @@ def _snippets(c: SentenceCandidates, order: np.ndarray, s_sent: np.ndarray, s_do
 def rescore_hits(hits: Sequence[Hit], s_doc: Sequence[float]) -> list[Hit]:
     """The hits with the first ``len(s_doc)`` ordered by S_doc (ties keep their order) and scored by it; the
     rest follow in their order with scores below, so a run file sorts as the list does."""
-    depth = len(s_doc)
-    top = sorted(range(depth), key=lambda i: (-s_doc[i], i))
-    floor = min((float(s) for s in s_doc), default=0.0) - 1.0
-    scores = [float(s_doc[i]) for i in top] + [floor - n for n in range(len(hits) - depth)]
-    ordered = [hits[i] for i in top] + list(hits[depth:])
-    return [replace(hit, rank=rank, score=score) for rank, (hit, score) in enumerate(zip(ordered, scores,
-                                                                                        strict=True), 1)]
+    from biorank.ranker.reranker import place
+
+    # The rerank score part stays: a +rerank+snippets+rescore hit keeps the cross-encoder's score beside S_doc.
+    return place(hits, [float(s) for s in s_doc])
