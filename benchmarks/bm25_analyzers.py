@@ -38,12 +38,12 @@ import ir_measures
 from ir_measures import R, nDCG
 from opensearchpy import helpers
 
-from biorank.cluster.client import connect
 from biorank.config import ConnectionSettings
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.readers import read_records
-from biorank.indexer.records import Abstract
-from biorank.mappings.documents import ANALYZERS, IndexSettings, index_settings
+from biorank.store.client import connect
+from biorank.store.mappings.documents import ANALYZERS, IndexSettings, index_settings
+from biorank.types import Abstract
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 COLLECTIONS = {

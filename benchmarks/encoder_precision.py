@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from biorank.indexer.encoder import PRECISIONS, Encoder
+from biorank.models.encoder import PRECISIONS, Encoder
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 

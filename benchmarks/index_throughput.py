@@ -35,15 +35,15 @@ import time
 import uuid
 from pathlib import Path
 
-from biorank.cluster.client import connect
 from biorank.config import ConnectionSettings
 from biorank.indexer.blocks import block_budget, make_blocks
-from biorank.indexer.encoder import Encoder
-from biorank.indexer.indices import delete_indices
-from biorank.indexer.pipeline import Indexer, IndexOptions
+from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.indexer.readers import read_records
-from biorank.indexer.records import Abstract
 from biorank.indexer.sentences import sentences_of
+from biorank.models.encoder import Encoder
+from biorank.store.client import connect
+from biorank.store.indices import delete_indices
+from biorank.types import Abstract
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 

@@ -39,10 +39,10 @@ import statistics
 import time
 from pathlib import Path
 
-from biorank.cluster.client import connect
 from biorank.config import ConnectionSettings
 from biorank.evaluation.topics import read_queries
-from biorank.ranker.searcher import MODES, Searcher, SearchSettings
+from biorank.retrieval.searcher import MODES, Searcher, SearchSettings
+from biorank.store.client import connect
 
 QUERIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "queries_train.jsonl"
 

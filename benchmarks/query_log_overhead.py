@@ -1,9 +1,9 @@
 """What the query log costs a query: batched runs (``search``, ``eval``) and single queries (``query``).
 
 On a SciFact index, with the SciFact train claims, warm:
-- batched: ``search_many`` over N queries, plain, against ``logged_search`` as ``biorank search`` runs it (a
-  record per query, a bulk write per 128 records on the writer thread while the next queries are searched,
-  waiting for the last one at the end), rounds interleaved so that drift hits both. Two overheads, each the
+- batched: a first-stage pipeline over N queries, plain, against the same with its query log, as ``biorank
+  search`` runs it (a record per query, a bulk write per 128 records on the writer thread while the next
+  queries are searched, waiting for the last one at the end), rounds interleaved so that drift hits both. Two overheads, each the
   difference of the medians over the plain median: wall time, which other jobs on the machine disturb, and
   work — this process's CPU time plus the node's own time searching and indexing the log (index stats) —
   which they disturb far less;
@@ -57,12 +57,13 @@ import uuid
 
 from query_latency import QUERIES, percentile
 
-from biorank.cluster.client import connect
 from biorank.cluster.local import LocalNode
 from biorank.config import ConnectionSettings
 from biorank.evaluation.topics import read_queries
-from biorank.querylog import QueryLog, logged_search
-from biorank.ranker.searcher import Searcher, SearchSettings
+from biorank.pipeline import Pipeline, PipelineSettings
+from biorank.retrieval.searcher import Searcher, SearchSettings
+from biorank.store.client import connect
+from biorank.store.query_log import QueryLog
 
 
 def _node_ms(client, index: str, metric: str) -> float:
@@ -78,6 +79,7 @@ def _node_ms(client, index: str, metric: str) -> float:
 def batched(searcher: Searcher, queries: dict[str, str], k: int, log_index: str, rounds: int) -> dict[str, float]:
     """Wall time, and work: this process's CPU time plus the node's time searching or indexing the log."""
     client, index = searcher.client, searcher.index
+    pipeline = Pipeline(PipelineSettings(search=searcher.settings), searcher)
     wall: dict[str, list[float]] = {"plain": [], "logged": []}
     work: dict[str, list[float]] = {"plain": [], "logged": []}
     for _ in range(rounds):
@@ -85,10 +87,10 @@ def batched(searcher: Searcher, queries: dict[str, str], k: int, log_index: str,
             searched, indexed = _node_ms(client, index, "search"), _node_ms(client, log_index, "indexing")
             started, cpu = time.perf_counter(), time.process_time()
             if variant == "plain":
-                searcher.search_many(queries, k)
+                pipeline.run(queries, k)
             else:
                 log = QueryLog(client, log_index, command="benchmark")
-                logged_search(log, searcher, queries, k)
+                pipeline.run(queries, k, log=log)
                 log.close()
                 assert log.failure is None and log.written == len(queries), log.failure
             wall[variant].append(time.perf_counter() - started)
@@ -102,12 +104,13 @@ def batched(searcher: Searcher, queries: dict[str, str], k: int, log_index: str,
 
 def single(searcher: Searcher, queries: dict[str, str], k: int, log_index: str) -> dict[str, float]:
     search_ms, log_ms = [], []
+    pipeline = Pipeline(PipelineSettings(search=searcher.settings), searcher)
     for text in queries.values():
         started = time.perf_counter()
-        hits = searcher.search(text, k)
+        answer = pipeline.search(text, k)
         answered = time.perf_counter()
         log = QueryLog(searcher.client, log_index, command="benchmark")
-        log.add_search(searcher, text, hits, k, {"first_stage": (answered - started) * 1000})
+        pipeline.log(log, [answer], k, single=True)
         log.close()
         search_ms.append((answered - started) * 1000)
         log_ms.append((time.perf_counter() - answered) * 1000)

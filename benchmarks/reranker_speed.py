@@ -46,7 +46,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 
 
 class _OnnxModel:
-    """Runs an exported model with onnxruntime behind the call the Reranker makes on a torch model."""
+    """Runs an exported model with onnxruntime behind the call the CrossEncoder makes on a torch model."""
 
     def __init__(self, model, tokenizer, max_length: int, batch_size: int, folder: Path) -> None:
         import onnxruntime as ort
@@ -68,7 +68,7 @@ class _OnnxModel:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # The Reranker feeds one fixed shape, so the graph is exported for exactly that shape.
+            # The CrossEncoder feeds one fixed shape, so the graph is exported for exactly that shape.
             torch.onnx.export(Logits(model), tuple(sample[n] for n in names), str(path), input_names=names,
                               output_names=["logits"], dynamo=False, opset_version=17)
         self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -97,18 +97,19 @@ def main() -> None:
 
     import numpy as np
 
-    from biorank.cluster.client import connect
     from biorank.config import ConnectionSettings
     from biorank.evaluation.measures import evaluate, run_from_hits
-    from biorank.evaluation.splits import dev_split
+    from biorank.evaluation.splits import split_judged
     from biorank.evaluation.topics import read_qrels, read_queries
-    from biorank.ranker.reranker import Reranker, fetch_texts, reorder
-    from biorank.ranker.searcher import Searcher
+    from biorank.models.cross_encoder import CrossEncoder
+    from biorank.retrieval.searcher import Searcher
+    from biorank.stages.rerank import fetch_texts, reorder
+    from biorank.store.client import connect
 
     depths = [int(d) for d in args.depths.split(",")]
     weights = [float(w) for w in args.weights.split(",")]
     qrels = read_qrels(args.qrels)
-    qrels = {q: qrels[q] for q in dev_split(qrels)[1]}
+    qrels = {q: qrels[q] for q in split_judged(qrels, "dev")}
     queries = {q: t for q, t in read_queries(args.queries).items() if q in qrels}
     client = connect(ConnectionSettings.from_env())
     searcher = Searcher(client, args.index)
@@ -133,13 +134,13 @@ def main() -> None:
         precision, length = config.split(":")
         length_ = int(length)
         if precision == "onnx":
-            reranker = Reranker(args.model, precision="fp32", max_length=length_)
+            reranker = CrossEncoder(args.model, precision="fp32", max_length=length_)
             reranker._model = _OnnxModel(reranker._model, reranker._tokenizer, length_, reranker.batch_size,
                                          Path(tempfile.mkdtemp(prefix="biorank-onnx-")))
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                reranker = Reranker(args.model, precision=precision, max_length=length_)
+                reranker = CrossEncoder(args.model, precision=precision, max_length=length_)
         reranker.score(queries[sample[0]], [texts[h.id] for h in hits[sample[0]][:10]])  # warm-up
         latency = {}
         for depth in depths:

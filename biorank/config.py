@@ -1,11 +1,20 @@
-"""How biorank reaches a cluster: one settings object, filled from options or the environment."""
+"""Defaults every layer shares, and how biorank reaches a cluster: one settings object, filled from options or
+the environment. A leaf module: the CLI's options read their defaults from here and from the settings
+dataclasses of the layers, never from literals of their own."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
 
-from biorank.mappings.query_log import QUERY_LOG_INDEX
+DEFAULT_INDEX = "biorank"
+"""The documents index a command uses when none is named; its sentences go to ``biorank-sentences``."""
+QUERY_LOG_INDEX = "biorank-queries"
+SEED = 20261122
+"""The one seed of everything biorank draws at random: the dev split, training, the tuners' samplers."""
+DEFAULT_LAMBDA = 0.03
+"""λ of the hybrid when the index has no tuned one: the best of 0 … 1 on the dev split of SciFact train
+(``biorank tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at 0.05, 0.6665 at 0, 0.6948 at 1)."""
 
 _FALSE = {"0", "false", "no", "off"}
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from biorank.indexer.indices import IndexMismatch
-from biorank.indexer.pipeline import Indexer, IndexOptions, IndexReport
+from biorank.indexer.indexer import Indexer, IndexOptions, IndexReport
+from biorank.store.record import IndexMismatch
+from biorank.types import Advance
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.indexer.encoder import Encoder
+    from biorank.models.encoder import Encoder
 
 DEMO_INDEX = "biorank-demo"
 DEMO_QUERY = "Does a deficiency of vitamin B12 raise blood homocysteine levels?"
@@ -28,7 +28,7 @@ def index_sample(
     index: str = DEMO_INDEX,
     *,
     encoder: Encoder | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Advance | None = None,
 ) -> IndexReport:
     """Index the bundled SciFact sample into ``index``; a second run finds it in and is quick.
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from biorank.cluster.client import connect
 from biorank.cluster.container import docker_available, opensearch_container
 from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
 from biorank.config import ConnectionSettings
+from biorank.store.client import connect
 
 # CI clones the repository with shared/ beside it, exactly as the developers' machines have it.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -23,6 +23,21 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The commands the tests run log their queries into an index of their own, never into a cluster's real log.
 TEST_QUERY_LOG = f"biorank-queries-test-{uuid.uuid4().hex[:8]}"
 os.environ["BIORANK_QUERY_LOG_INDEX"] = TEST_QUERY_LOG
+
+
+CLUSTER_FIXTURES = {"opensearch", "opensearch_url", "own_node", "node_home"}
+"""Fixtures that run a node (the shared one, or one a test starts and stops itself)."""
+SLOW_FIXTURES = {"scifact_index", "tiny_reranker", "tiny_encoder"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks from what a test uses: ``cluster`` if it reaches a node (through any fixture), ``slow`` if it needs
+    all of SciFact indexed or a model trained, ``unit`` otherwise (``pytest -m unit`` needs no cluster)."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        item.add_marker(pytest.mark.cluster if used & CLUSTER_FIXTURES else pytest.mark.unit)
+        if used & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +102,7 @@ def query_log_index(opensearch: OpenSearch) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def default_encoder():
     """The encoder biorank indexes with by default, loaded once for every test that indexes."""
-    from biorank.indexer.encoder import Encoder
+    from biorank.models.encoder import Encoder
 
     return Encoder()
 
@@ -97,8 +112,8 @@ def scifact_index(
     opensearch: OpenSearch, shared_data: Path, default_encoder, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, object]]:
     """All 5,183 SciFact abstracts indexed by biorank's pipeline, once per session: (index name, report)."""
-    from biorank.indexer.indices import delete_indices
-    from biorank.indexer.pipeline import Indexer, IndexOptions
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.store.indices import delete_indices
 
     name = f"biorank-test-scifact-{uuid.uuid4().hex[:8]}"
     rejects = tmp_path_factory.mktemp("scifact") / "rejects.tsv"
@@ -114,8 +129,8 @@ def sample_index(
 ) -> Iterator[str]:
     """The 300 bundled SciFact abstracts indexed by biorank's pipeline, once per session."""
     from biorank.demo import sample_path
-    from biorank.indexer.indices import delete_indices
-    from biorank.indexer.pipeline import Indexer, IndexOptions
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.store.indices import delete_indices
 
     name = f"biorank-test-sample-{uuid.uuid4().hex[:8]}"
     rejects = tmp_path_factory.mktemp("sample") / "rejects.tsv"
@@ -132,7 +147,7 @@ def tiny_reranker(opensearch: OpenSearch, sample_index: str, shared_data: Path,
     Real training code and real weights; short inputs and few steps keep it to seconds. Its scores mean little,
     which is all the tests need: they check behaviour, not quality.
     """
-    from biorank.ranker.searcher import Searcher
+    from biorank.retrieval.searcher import Searcher
     from biorank.training.reranker import RerankerTraining, train_reranker
 
     queries, qrels = _sample_topics(opensearch, sample_index, shared_data)
@@ -161,7 +176,7 @@ def tiny_encoder(opensearch: OpenSearch, sample_index: str, shared_data: Path,
     """A dense encoder trained by biorank's trainer for a few steps on SciFact claims over the sample index,
     with synthetic pairs and BM25 negatives. Real training code and real weights; its quality means little,
     which is all the tests need: they check behaviour."""
-    from biorank.ranker.searcher import Searcher
+    from biorank.retrieval.searcher import Searcher
     from biorank.training.encoder import EncoderTraining, train_encoder
 
     queries, qrels = _sample_topics(opensearch, sample_index, shared_data)

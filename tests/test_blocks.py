@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from biorank.indexer.blocks import block_budget, make_blocks
-from biorank.indexer.encoder import Encoder
+from biorank.models.encoder import Encoder
 
 
 @pytest.fixture(scope="module")

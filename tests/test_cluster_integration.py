@@ -10,8 +10,8 @@ from opensearchpy import OpenSearch
 
 from biorank.demo import sample_path
 from biorank.indexer.readers import read_records
-from biorank.mappings.fields import knn_vector
-from biorank.ranker.hybrid import HYBRID_SCRIPT, exact_hybrid_query
+from biorank.retrieval.requests import HYBRID_SCRIPT, exact_hybrid_query
+from biorank.store.mappings.fields import knn_vector
 
 
 def test_knn_plugin_is_installed(opensearch: OpenSearch) -> None:

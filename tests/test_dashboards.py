@@ -26,7 +26,7 @@ from opensearchpy import OpenSearch
 
 from biorank.cli import cli
 from biorank.dashboards.saved_objects import read_saved_objects, saved_objects_path
-from biorank.querylog import QueryLog
+from biorank.store.query_log import QueryLog
 
 REPO = Path(__file__).resolve().parents[1]
 INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"

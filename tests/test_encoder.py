@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biorank.indexer.encoder import (
+from biorank.models.encoder import (
     DEFAULT_MODEL,
     Encoder,
     ModelNotInstalled,
@@ -63,7 +63,7 @@ def encoder(hub_calls: list[object]) -> Encoder:
 
 def test_importing_the_module_does_not_import_torch() -> None:
     code = (
-        "import sys, biorank.indexer.encoder\n"
+        "import sys, biorank.models.encoder\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -18,9 +18,9 @@ from biorank.evaluation.report import evaluate_runs
 from biorank.evaluation.runs import read_trec
 from biorank.evaluation.splits import dev_split
 from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
-from biorank.indexer.indices import delete_indices
-from biorank.indexer.pipeline import Indexer, IndexOptions
-from biorank.ranker.snippets import Snippet
+from biorank.indexer.indexer import Indexer, IndexOptions
+from biorank.store.indices import delete_indices
+from biorank.types import Snippet
 
 
 def test_measures_match_hand_computation() -> None:

@@ -21,13 +21,14 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch, helpers
 
 from biorank.cli import cli
-from biorank.cluster.client import connect
 from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
 from biorank.config import ConnectionSettings
 from biorank.demo import sample_path
-from biorank.indexer.encoder import Encoder, packaged_model_dir
-from biorank.indexer.indices import IndexMismatch, sentences_index_name
-from biorank.indexer.pipeline import Indexer, IndexOptions
+from biorank.indexer.indexer import Indexer, IndexOptions
+from biorank.models.encoder import Encoder, packaged_model_dir
+from biorank.store.client import connect
+from biorank.store.indices import sentences_index_name
+from biorank.store.record import IndexMismatch
 
 SCIFACT_DOCS = 5183
 SCIFACT_ABSTRACT_SENTENCES = 45952

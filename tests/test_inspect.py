@@ -12,7 +12,7 @@ from opensearchpy import OpenSearch
 
 from biorank.cli import cli
 from biorank.demo import sample_path
-from biorank.mappings.documents import MAPPING_VERSION
+from biorank.store.record import MAPPING_VERSION
 
 
 def _invoke(opensearch_url: str, *args: str):
@@ -73,7 +73,7 @@ def test_what_is_not_there_is_one_clear_line(
 @pytest.fixture
 def small_index(opensearch: OpenSearch, index_name: str, default_encoder, tmp_path: Path) -> str:
     """Five real SciFact abstracts indexed by biorank's pipeline into an index this test may change."""
-    from biorank.indexer.pipeline import Indexer, IndexOptions
+    from biorank.indexer.indexer import Indexer, IndexOptions
 
     with gzip.open(sample_path(), "rt", encoding="utf-8") as f:
         lines = [next(f) for _ in range(5)]
@@ -87,7 +87,7 @@ def small_index(opensearch: OpenSearch, index_name: str, default_encoder, tmp_pa
 def test_stats_reports_counts_sizes_encoder_bm25_and_whatever_was_tuned(
     opensearch_url: str, opensearch: OpenSearch, small_index: str
 ) -> None:
-    from biorank.ranker.tuning import store_lambda
+    from biorank.store.record import store_lambda
 
     result = _invoke(opensearch_url, "stats", "--index", small_index, "--json")
     assert result.exit_code == 0, result.output

@@ -12,9 +12,10 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
-from biorank.mappings.query_log import query_log_index_body
-from biorank.querylog import BatchClock, QueryLog, hit_parts, logged_search
-from biorank.ranker.searcher import Searcher, SearchSettings
+from biorank.pipeline import Pipeline
+from biorank.retrieval.searcher import Searcher, SearchSettings
+from biorank.store.mappings.query_log import query_log_index_body
+from biorank.store.query_log import QueryLog, hit_parts
 
 QUERY = "Does vitamin B12 deficiency raise homocysteine levels?"
 WARNING = "query log could not be written"
@@ -164,18 +165,20 @@ def test_a_log_index_that_refuses_writes_fails_no_query(
     assert len(said) == 1 and not log.enabled and log.written == 0
 
 
-def test_logged_search_answers_as_search_many_and_logs_each_chunk_as_it_is_done(
+def test_a_pipeline_answers_as_search_many_and_logs_each_batch_as_it_is_done(
     opensearch: OpenSearch, sample_index: str, query_log_index: str
 ) -> None:
     searcher = Searcher(opensearch, sample_index, SearchSettings(mode="bm25"))
     queries = {f"q{i}": f"cells and protein {i}" for i in range(70)}
     ticks: list[int] = []
     with QueryLog(opensearch, query_log_index, command="test", flush_every=32) as log:
-        hits = logged_search(log, searcher, queries, 5, progress=ticks.append)
-    assert {q: [h.id for h in found] for q, found in hits.items()} == {
+        answers = Pipeline.build("bm25", searcher).run(queries, 5, progress=ticks.append, log=log)
+    assert {q: [h.id for h in a.hits] for q, a in answers.items()} == {
         q: [h.id for h in found] for q, found in searcher.search_many(queries, 5).items()}
     assert sum(ticks) == 70 and log.written == 70
-    assert sorted(r["batch"] for r in _records(opensearch, query_log_index)) == [6] * 6 + [32] * 64
+    records = _records(opensearch, query_log_index)
+    assert sorted(r["batch"] for r in records) == [6] * 6 + [32] * 64
+    assert {r["system"] for r in records} == {"bm25"} and {r["query_id"] for r in records} == set(queries)
 
 
 def test_new_stages_and_score_parts_are_logged_as_numbers(opensearch: OpenSearch, query_log_index: str) -> None:
@@ -195,21 +198,30 @@ def test_new_stages_and_score_parts_are_logged_as_numbers(opensearch: OpenSearch
     assert properties["latency_ms"]["properties"]["expansion"]["type"] == "float"
 
 
-def test_the_batch_clock_shares_each_batch_among_its_queries() -> None:
+class _Pause:
+    """A stage that takes a known time per batch, so the pipeline's clock can be checked against it."""
+
+    name = "pause"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def run(self, answers, depth: int) -> None:
+        time.sleep(self.seconds)
+
+
+def test_the_pipeline_clock_shares_each_stage_of_a_batch_among_its_queries(
+    opensearch: OpenSearch, sample_index: str
+) -> None:
+    pipeline = Pipeline.build("bm25", Searcher(opensearch, sample_index))
+    pipeline.stages.append(_Pause(0.06))
     ticks: list[int] = []
-    clock = BatchClock(["a", "b", "c"], ticks.append)
-    time.sleep(0.04)
-    clock(2)
-    time.sleep(0.02)
-    clock(1)
-    time.sleep(0.03)  # a later stage over all queries: snippets, say
-    latency = clock.latencies()
-    assert ticks == [2, 1]
-    assert clock.batch == {"a": 2, "b": 2, "c": 1}
-    assert latency["a"]["first_stage"] == latency["b"]["first_stage"] == pytest.approx(20, abs=8)
-    assert latency["c"]["first_stage"] == pytest.approx(20, abs=8)
-    for q in "abc":
-        assert latency[q]["total"] - latency[q]["first_stage"] == pytest.approx(10, abs=5)
+    answers = pipeline.run({"a": "cells", "b": "protein", "c": "cancer"}, 5, progress=ticks.append)
+    assert ticks == [3, 3]  # each stage tells about the whole batch
+    for answer in answers.values():
+        assert answer.ms["pause"] == pytest.approx(20, abs=8)
+        assert answer.ms["first_stage"] > 0
+        assert answer.ms["total"] == pytest.approx(answer.ms["first_stage"] + answer.ms["pause"])
 
 
 def test_hit_parts_keep_every_finite_number_and_the_id() -> None:

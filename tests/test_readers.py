@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from biorank.indexer.readers import FORMATS, ReaderError, detect_format, read_records
-from biorank.indexer.records import Abstract, Rejected
+from biorank.types import Abstract, Rejected
 
 BIOASQ_CONCLUSIONS = (
     "CONCLUSIONS: Single-dose baloxavir was without evident safety concerns, was superior to placebo in "

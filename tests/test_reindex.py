@@ -11,12 +11,11 @@ from click.testing import CliRunner
 
 from biorank.cli import cli
 from biorank.demo import sample_path
-from biorank.indexer.encoder import Encoder
-from biorank.indexer.indices import REENCODING, IndexMismatch, check_index_meta
-from biorank.indexer.pipeline import Indexer, IndexOptions
+from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.indexer.reindex import reencode_index
-from biorank.ranker.searcher import Searcher, SearchSettings
-from biorank.ranker.tuning import store_lambda
+from biorank.models.encoder import Encoder
+from biorank.retrieval.searcher import Searcher, SearchSettings
+from biorank.store.record import IndexMismatch, check_record, store_lambda
 
 CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculosis."
 
@@ -69,7 +68,7 @@ def test_reencoding_changes_vectors_and_record_and_resumes(opensearch, opensearc
     with pytest.raises(Interrupted):
         reencode_index(opensearch, small_index, new, batch_size=16, record_every=0, progress=stop_after_first_page,
                        log=lambda _: None)
-    state = check_index_meta(opensearch, small_index)[REENCODING]
+    state = check_record(opensearch, small_index).reencoding
     assert state["model"] == new.model_name and state["stage"] == "blocks" and state["done"] == 16
     # Half old vectors, half new: searches with vectors refuse the index, BM25 still answers.
     with pytest.raises(IndexMismatch, match=r"half re-encoded.*reindex-vectors"):
@@ -89,12 +88,12 @@ def test_reencoding_changes_vectors_and_record_and_resumes(opensearch, opensearc
         # A few steps of training move most vectors, not every one: the typical vector must have moved.
         assert statistics.median(ip for _, ip in _agreement(opensearch, index, text, default_encoder).values()) < 0.9999
 
-    meta = check_index_meta(opensearch, small_index)
-    assert meta["model"] == new.model_name and meta["model_source"] == str(tiny_encoder)
-    assert meta["dimension"] == 384 and REENCODING not in meta and "lambda" not in meta
-    assert meta["replaced_encoder"]["model"] == default_encoder.model_name
-    assert meta["replaced_encoder"]["lambda"] == 0.05
-    assert check_index_meta(opensearch, sentences_index)["model"] == new.model_name
+    record = check_record(opensearch, small_index)
+    assert record.model == new.model_name and record.model_source == str(tiny_encoder)
+    assert record.dimension == 384 and record.reencoding is None and record.tuned_lambda is None
+    assert record.raw["replaced_encoder"]["model"] == default_encoder.model_name
+    assert record.raw["replaced_encoder"]["lambda"] == 0.05
+    assert check_record(opensearch, sentences_index).model == new.model_name
     # Queries now go through the encoder the index records: the trained one, loaded from its folder.
     searcher = Searcher(opensearch, small_index, SearchSettings(mode="dense"))
     assert searcher.search(CLAIM, k=3) and searcher.encoder.model_name == new.model_name

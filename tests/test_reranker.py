@@ -9,17 +9,20 @@ import pytest
 
 from biorank.errors import BiorankError
 from biorank.evaluation.topics import read_qrels, read_queries
-from biorank.ranker.reranker import Reranker, fetch_texts, index_reranker, reorder, rerank_many
-from biorank.ranker.searcher import Hit, Searcher
+from biorank.models.cross_encoder import CrossEncoder
+from biorank.retrieval.searcher import Searcher
+from biorank.stages.rerank import Reranker, fetch_texts, index_reranker, reorder
+from biorank.store.record import IndexRecord
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.reranker import RerankerTraining, TrainingError, train_reranker
+from biorank.types import Hit
 
 CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculosis."
 
 
 @pytest.fixture(scope="module")
-def reranker(tiny_reranker: Path) -> Reranker:
-    return Reranker(tiny_reranker, max_length=64, batch_size=8)
+def reranker(tiny_reranker: Path) -> CrossEncoder:
+    return CrossEncoder(tiny_reranker, max_length=64, batch_size=8)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,7 @@ def scifact_topics(shared_data: Path) -> tuple[dict[str, str], dict]:
             read_qrels(shared_data / "scifact" / "qrels" / "train.tsv"))
 
 
-def test_trained_model_has_a_card_and_loads(tiny_reranker: Path, reranker: Reranker) -> None:
+def test_trained_model_has_a_card_and_loads(tiny_reranker: Path, reranker: CrossEncoder) -> None:
     card = (tiny_reranker / "README.md").read_text()
     record = json.loads((tiny_reranker / "training.json").read_text())
     assert "## Data" in card and "## Recipe" in card and "never a judged document" in card
@@ -39,7 +42,7 @@ def test_trained_model_has_a_card_and_loads(tiny_reranker: Path, reranker: Reran
     assert reranker.model_name.startswith(f"{tiny_reranker.name}@")
 
 
-def test_a_pair_scores_the_same_in_any_batch(reranker: Reranker, sample_index: str, opensearch) -> None:
+def test_a_pair_scores_the_same_in_any_batch(reranker: CrossEncoder, sample_index: str, opensearch) -> None:
     hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
     texts = fetch_texts(opensearch, sample_index, [h.id for h in hits])
     documents = [texts[h.id] for h in hits]
@@ -49,20 +52,20 @@ def test_a_pair_scores_the_same_in_any_batch(reranker: Reranker, sample_index: s
     assert alone == among_others == reversed_order
 
 
-def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker: Reranker, tiny_reranker: Path,
+def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker: CrossEncoder, tiny_reranker: Path,
                                                                         sample_index: str, opensearch) -> None:
     hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 12)
     texts = list(fetch_texts(opensearch, sample_index, [h.id for h in hits]).values())
     shorter = reranker.resized(max_length=32, batch_size=5)
     assert shorter._model is reranker._model and (reranker.max_length, reranker.batch_size) == (64, 8)
-    fresh = Reranker(tiny_reranker, max_length=32, batch_size=5, precision=reranker.precision)
+    fresh = CrossEncoder(tiny_reranker, max_length=32, batch_size=5, precision=reranker.precision)
     assert (shorter.score(CLAIM, texts) == fresh.score(CLAIM, texts)).all()
 
 
-def test_reranking_only_reorders_the_candidates(reranker: Reranker, sample_index: str, opensearch) -> None:
+def test_reranking_only_reorders_the_candidates(reranker: CrossEncoder, sample_index: str, opensearch) -> None:
     searcher = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text")
     hits = searcher.search(CLAIM, 30)
-    reranked = rerank_many(reranker, opensearch, sample_index, {"q": CLAIM}, {"q": hits}, depth=10)["q"]
+    reranked = Reranker(reranker, opensearch, sample_index, depth=10).rerank(CLAIM, hits)
     assert sorted(h.id for h in reranked) == sorted(h.id for h in hits)
     assert [h.id for h in reranked[10:]] == [h.id for h in hits[10:]]
     assert {h.id for h in reranked[:10]} == {h.id for h in hits[:10]}
@@ -137,9 +140,9 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, 
 
 def test_an_index_without_a_reranker_says_how_to_get_one() -> None:
     with pytest.raises(BiorankError, match="biorank train-reranker --index scifact"):
-        index_reranker({"model": "x"}, "scifact")
+        index_reranker(IndexRecord.from_meta("scifact", {"model": "x"}))
     with pytest.raises(BiorankError, match="not on this machine"):
-        index_reranker({"reranker": {"model": "/nonexistent/reranker"}}, "scifact")
+        index_reranker(IndexRecord.from_meta("scifact", {"reranker": {"model": "/nonexistent/reranker"}}))
 
 
 def test_query_rerank_shows_the_reranker_score_beside_the_parts(opensearch_url: str, sample_index: str,

@@ -13,11 +13,12 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
-from biorank.indexer.encoder import Encoder, packaged_model_dir
-from biorank.indexer.indices import IndexMismatch, check_index_meta
-from biorank.ranker.fusion import minmax_fusion, rrf_fusion
-from biorank.ranker.hybrid import HYBRID_SCRIPT
-from biorank.ranker.searcher import Hit, QueryError, Searcher, SearchSettings
+from biorank.models.encoder import Encoder, packaged_model_dir
+from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
+from biorank.retrieval.requests import HYBRID_SCRIPT
+from biorank.retrieval.searcher import QueryError, Searcher, SearchSettings
+from biorank.store.record import IndexMismatch, check_record
+from biorank.types import Hit
 
 QUERY = "Folic acid supplementation lowers homocysteine levels"
 HOSTILE = 'homocysteine"); return 1e9; // \'} {"script": "Math.random()"} params.lam = 1000;'
@@ -201,8 +202,8 @@ def test_cli_search_writes_a_trec_run_and_tune_lambda_stores_lambda(
     assert plot.read_bytes().startswith(b"\x89PNG")
     best = float(result.output.split("stored λ = ")[1].split()[0])
     assert "← best" in result.output and best in (0.0, 0.05, 1.0)
-    meta = check_index_meta(opensearch, sample_index)
-    assert meta["lambda"] == best and meta["lambda_tuning"]["metric"] == "ndcg@10"
+    record = check_record(opensearch, sample_index)
+    assert record.tuned_lambda == best and record.lambda_tuning["metric"] == "ndcg@10"
     assert Searcher(opensearch, sample_index).lam == best
 
 
@@ -235,7 +236,7 @@ def test_an_index_built_with_a_local_model_is_searched_with_that_model(
     opensearch: OpenSearch, index_name: str, tmp_path: Path
 ) -> None:
     from biorank.demo import sample_path
-    from biorank.indexer.pipeline import Indexer, IndexOptions
+    from biorank.indexer.indexer import Indexer, IndexOptions
 
     corpus = tmp_path / "few.jsonl"
     with gzip.open(sample_path(), "rt", encoding="utf-8") as f:

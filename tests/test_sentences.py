@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from biorank.indexer.records import Abstract
 from biorank.indexer.sentences import section_breaks, sentences_of, split_sentences
+from biorank.types import Abstract
 
 Span = tuple[int, int]
 

@@ -13,12 +13,9 @@ from opensearchpy import OpenSearch
 from biorank.cli import cli
 from biorank.errors import BiorankError
 from biorank.evaluation.phase_a import read_evidence_sentences, sentence_scores
-from biorank.evaluation.systems import snippet_system, with_snippets
-from biorank.indexer.indices import check_index_meta
-from biorank.indexer.records import Sentence
-from biorank.ranker.searcher import Hit, Searcher
-from biorank.ranker.snippet_tuning import TuningSet, store_weights, tune_weights
-from biorank.ranker.snippets import (
+from biorank.pipeline import PipelineError, PipelineSettings, with_snippets
+from biorank.retrieval.searcher import Searcher
+from biorank.stages.snippets import (
     SentenceCandidates,
     Snippet,
     SnippetError,
@@ -27,6 +24,9 @@ from biorank.ranker.snippets import (
     rescore_hits,
     sentence_reranker,
 )
+from biorank.store.record import IndexRecord, check_record
+from biorank.tuning.snippet_weights import TuningSet, store_weights, tune_weights
+from biorank.types import Hit, Sentence
 
 QUERY = "Vitamin B12 deficiency raises homocysteine levels."
 
@@ -101,17 +101,24 @@ def test_tuning_measure_is_the_evaluations_sentence_map() -> None:
 def test_weights_names_and_their_record() -> None:
     weights = SnippetWeights(sentence=(0.5, 0, 1, 0.25), document=(0.1, 1, 0, 0))
     assert SnippetWeights.from_dict(json.loads(json.dumps(weights.to_dict()))) == weights
-    assert SnippetWeights.for_index({}) == SnippetWeights() == SnippetWeights.named("equal", {})
-    assert SnippetWeights.named("tuned", {"snippet_weights": weights.to_dict()}) == weights
-    assert SnippetWeights.named("lexical", {}).sentence == (0.0, 0.0, 1.0, 0.0)
+    empty = IndexRecord.from_meta("x", {})
+    assert SnippetWeights.for_index(empty) == SnippetWeights() == SnippetWeights.named("equal", empty)
+    tuned = IndexRecord.from_meta("x", {"snippet_weights": weights.to_dict()})
+    assert SnippetWeights.named("tuned", tuned) == weights
+    assert SnippetWeights.named("lexical", empty).sentence == (0.0, 0.0, 1.0, 0.0)
     with pytest.raises(SnippetError):
         SnippetWeights(sentence=(1, 1, -1, 1))
-    assert snippet_system("hybrid+rerank+snippets-lexical+rescore") == ("hybrid+rerank", "lexical", True)
-    assert snippet_system("bm25+snippets") == ("bm25", "tuned", False)
-    assert snippet_system("bm25") == ("bm25", None, False)
+    system = PipelineSettings.parse("hybrid+rerank+snippets-lexical+rescore")
+    assert (system.search.mode, system.rerank, system.snippets, system.rescore) == ("hybrid", True, "lexical", True)
+    assert system.name == "hybrid+rerank+snippets-lexical+rescore"
+    system = PipelineSettings.parse("bm25+snippets")
+    assert (system.search.fields, system.rerank, system.snippets, system.rescore) == ("text", False, "tuned", False)
+    assert PipelineSettings.parse("bm25").snippets is None and PipelineSettings.parse("bm25").name == "bm25"
     assert with_snippets("bm25") == "bm25+snippets" and with_snippets("bm25+snippets-equal") == "bm25+snippets-equal"
-    with pytest.raises(BiorankError, match="snippets takes"):
-        snippet_system("bm25+snippets-bogus")
+    with pytest.raises(PipelineError, match="snippets takes"):
+        PipelineSettings.parse("bm25+snippets-bogus")
+    with pytest.raises(BiorankError, match="unknown system"):
+        PipelineSettings.parse("bm25+rerank+rerank")
 
 
 # ---------------------------------------------------------------- the real sample index
@@ -136,7 +143,7 @@ def searcher(opensearch: OpenSearch, sample_index: str, default_encoder) -> Sear
 
 @pytest.fixture(scope="module")
 def scorer(searcher: Searcher, tiny_reranker: Path) -> SnippetScorer:
-    return SnippetScorer(searcher, reranker=sentence_reranker(searcher.meta, searcher.index, tiny_reranker),
+    return SnippetScorer(searcher, reranker=sentence_reranker(searcher.record, tiny_reranker),
                          weights=SnippetWeights())
 
 
@@ -166,13 +173,13 @@ def test_offsets_slice_back_to_the_snippet_text(opensearch: OpenSearch, sample_i
 
 def test_a_single_perspective_reproduces_its_own_ranking(collected, gold, tiny_reranker: Path,
                                                          default_encoder) -> None:
-    from biorank.ranker.reranker import Reranker
+    from biorank.models.cross_encoder import CrossEncoder
 
     q = next(iter(collected))
     c, text = collected[q], gold[q][0]
     texts = [s.text for s in c.sentences]
     # Relevance alone is the cross-encoder's order, scored here afresh and one pair at a time.
-    fresh = Reranker(tiny_reranker, max_length=128, batch_size=16).score(text, texts)
+    fresh = CrossEncoder(tiny_reranker, max_length=128, batch_size=16).score(text, texts)
     order = c.ranking(SnippetWeights(sentence=(1, 0, 0, 0)))[0]
     assert list(order) == sorted(range(len(texts)), key=lambda i: (-fresh[i], i))
     # Similarity alone is the order of the cosine of the encoder's vectors, which OpenSearch computed from the
@@ -221,8 +228,8 @@ def test_documents_without_sentences_do_not_break(searcher: Searcher, scorer: Sn
 
 def test_stored_weights_are_what_plus_snippets_uses(opensearch: OpenSearch, opensearch_url: str, index_name: str,
                                                     default_encoder, shared_data: Path, tmp_path: Path) -> None:
-    from biorank.indexer.pipeline import Indexer, IndexOptions
-    from biorank.ranker.snippet_tuning import TuningResult
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.tuning.snippet_weights import TuningResult
 
     corpus = tmp_path / "corpus.jsonl"
     with (shared_data / "scifact" / "corpus.jsonl").open() as f:
@@ -231,7 +238,7 @@ def test_stored_weights_are_what_plus_snippets_uses(opensearch: OpenSearch, open
         [corpus])
     weights = SnippetWeights(sentence=(0, 0.2, 1, 0.5), document=(1, 0.5, 0.2, 0))
     store_weights(opensearch, index_name, TuningResult(0.1, start=weights), split="dev")
-    assert SnippetWeights.for_index(check_index_meta(opensearch, index_name)) == weights
+    assert SnippetWeights.for_index(check_record(opensearch, index_name)) == weights
     result = CliRunner().invoke(cli, ["--url", opensearch_url, "query", "white matter diffusion in newborns",
                                       "--index", index_name, "--snippets", "--rescore", "--json", "--no-log"])
     assert result.exit_code == 0, result.output
@@ -262,7 +269,7 @@ def test_tune_snippets_prints_every_round_and_plots(opensearch: OpenSearch, open
     assert "round 1, document weights (4 trials)" in result.output and "round 2" not in result.output
     assert "round 1, sentence weights (4 trials)" in result.output
     assert plot.stat().st_size > 0
-    assert "snippet_weights" not in check_index_meta(opensearch, sample_index)
+    assert check_record(opensearch, sample_index).snippet_weights is None
     # Without relevance no cross-encoder is needed, so none is named.
     cheap = CliRunner().invoke(cli, [
         "--url", opensearch_url, "tune-snippets", "--queries", str(claims), "--snippet-gold", str(claims),
@@ -280,7 +287,7 @@ def test_tune_snippets_prints_every_round_and_plots(opensearch: OpenSearch, open
 def test_eval_reports_sentence_measures_and_the_cost_of_each_stage(opensearch: OpenSearch, opensearch_url: str,
                                                                     sample_index: str, gold, shared_data: Path,
                                                                     tiny_reranker: Path, tmp_path: Path) -> None:
-    from biorank.querylog import recent_queries
+    from biorank.store.query_log import recent_queries
 
     wanted = set(list(gold)[:8])
     claims = tmp_path / "claims.jsonl"

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from biorank.indexer.blocks import block_budget
-from biorank.indexer.encoder import Encoder
 from biorank.indexer.readers import read_records
-from biorank.indexer.records import Abstract
+from biorank.models.encoder import Encoder
 from biorank.training.encoder import EncoderTraining, _batch_loss, _embed, _Example
 from biorank.training.loop import TrainingError
 from biorank.training.synthetic import (
@@ -24,6 +23,7 @@ from biorank.training.synthetic import (
     make_pairs,
     sample_documents,
 )
+from biorank.types import Abstract
 
 CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculosis."
 

@@ -10,9 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from biorank.errors import BiorankError
-
-Run = Mapping[str, Mapping[str, float]]
-Qrels = Mapping[str, Mapping[str, int]]
+from biorank.types import Qrels, Run
 
 _NAMES = {"ndcg": "nDCG", "map": "AP", "recall": "R", "r": "R", "mrr": "RR", "p": "P"}
 BEIR_MEASURES = ("ndcg@10", "map@10", "map@100", "recall@100", "recall@1000", "mrr@10", "p@10")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from biorank.evaluation.bioasq import (
     OFFICIAL_CUTOFF,
@@ -22,12 +21,11 @@ from biorank.evaluation.bioasq import (
     SnippetSpan,
     document_measures,
     mean_measures,
+    pmid,
     read_golden,
     snippet_measures,
 )
-
-if TYPE_CHECKING:
-    from biorank.ranker.snippets import Snippet
+from biorank.types import Snippet
 
 PUBMED_URL = "http://www.ncbi.nlm.nih.gov/pubmed/{}"
 PerQuery = dict[str, dict[str, float]]  # measure -> query -> value
@@ -140,9 +138,6 @@ def submission(questions: Sequence[tuple[str, str]], documents: Mapping[str, Seq
 
 def read_submission(path: str | Path) -> tuple[dict[str, dict[str, float]], dict[str, list[Snippet]]]:
     """A BioASQ Phase A submission (anyone's) as a run (question -> PMID -> score) and its snippets."""
-    from biorank.evaluation.bioasq import pmid
-    from biorank.ranker.snippets import Snippet
-
     with Path(path).open(encoding="utf-8") as f:
         questions = json.load(f)["questions"]
     run: dict[str, dict[str, float]] = {}

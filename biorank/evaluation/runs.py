@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from biorank.ranker.searcher import Hit
+    from biorank.types import Hit
 
 
 def write_trec(path: str | Path, hits: Mapping[str, Sequence[Hit]], tag: str) -> int:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from typing import Literal
+
+from biorank.config import SEED
+from biorank.types import Qrels
 
 DEV_FRACTION = 0.2
-DEV_SEED = 20261122
+DEV_SEED = SEED
 
 
 def dev_split(query_ids: Iterable[str], fraction: float = DEV_FRACTION, seed: int = DEV_SEED) -> tuple[
@@ -21,3 +25,24 @@ def dev_split(query_ids: Iterable[str], fraction: float = DEV_FRACTION, seed: in
     ids = sorted(set(query_ids))
     dev = set(random.Random(seed).sample(ids, round(len(ids) * fraction)))
     return [q for q in ids if q not in dev], [q for q in ids if q in dev]
+
+
+Split = Literal["dev", "rest", "all"]
+SPLITS: tuple[Split, ...] = ("dev", "rest", "all")
+
+
+def judged_queries(qrels: Qrels) -> list[str]:
+    """The ids of the queries with at least one relevant document: what every split is drawn from."""
+    return sorted(q for q, docs in qrels.items() if any(grade > 0 for grade in docs.values()))
+
+
+def split_judged(qrels: Qrels, split: Split) -> list[str]:
+    """The judged queries of ``split``: the fixed dev share, the rest, or all of them. Tuning, training and
+    evaluation all choose their queries here, so "dev" names the same queries everywhere."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    judged = judged_queries(qrels)
+    if split == "all":
+        return judged
+    rest, dev = dev_split(judged)
+    return dev if split == "dev" else rest

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from biorank.errors import BiorankError
-from biorank.indexer.records import Abstract, Rejected
+from biorank.types import Abstract, Rejected
 
 if TYPE_CHECKING:
     from lxml import etree

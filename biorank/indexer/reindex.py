@@ -8,7 +8,7 @@ Entries are visited in a stable order (documents by ``id, block``, sentences by 
 and the position reached is recorded in the documents index's ``_meta.biorank.reencoding`` every
 ``record_every`` seconds, so an interrupted run continues from there (entries updated since the last record are
 encoded once more, which changes nothing). While that record is present the index holds vectors of two
-encoders, and searches that need vectors are refused (see :func:`biorank.indexer.indices.check_index_meta`).
+encoders, and searches that need vectors are refused (see :func:`biorank.store.record.check_record`).
 At the end the index records the new encoder (``model``, ``model_source``, ``dimension``), so queries are
 encoded with it; a λ tuned for the old encoder is set aside under ``replaced_encoder``, to be tuned again.
 
@@ -26,28 +26,21 @@ from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
 from biorank.indexer.blocks import block_budget
-from biorank.indexer.indices import (
-    REENCODING,
-    check_index_meta,
-    entries_in_order,
-    refresh_paused,
-    update_index_meta,
-)
-from biorank.indexer.writer import BulkWriter
+from biorank.store.indices import entries_in_order, refresh_paused
+from biorank.store.record import REENCODING, TUNED_FOR_ENCODER, IndexRecord, check_record, update_record
+from biorank.store.writer import BulkWriter
+from biorank.types import StageProgress
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.indexer.encoder import Encoder
+    from biorank.models.encoder import Encoder
 
-Progress = Callable[[str, int, int], None]
 BLOCKS, SENTENCES, RECORDING = "blocks", "sentences", "recording"
 STAGES = (BLOCKS, SENTENCES, RECORDING)
 """In order; the last is the switch of the index's encoder record."""
 ORDER = {BLOCKS: ("id", "block"), SENTENCES: ("doc_id", "section", "number")}
 TEXT = {BLOCKS: "passage", SENTENCES: "text"}
-TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
-"""``_meta.biorank`` keys that were tuned with the old vectors and do not carry over to new ones."""
 
 
 class ReencodeError(BiorankError):
@@ -69,23 +62,23 @@ class ReencodeReport:
 
 
 def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_size: int = 256,
-                   record_every: float = 10.0, progress: Progress | None = None,
+                   record_every: float = 10.0, progress: StageProgress | None = None,
                    log: Callable[[str], None] = print) -> ReencodeReport:
     """Give every block and sentence of ``index`` the vector of ``encoder``, continuing an interrupted run.
 
     ``progress(stage, done, total)`` is told about blocks and sentences.
     """
     started = time.monotonic()
-    meta = check_index_meta(client, index)
-    if meta.get("kind") != "documents":
-        raise ReencodeError(f"{index!r} is a biorank {meta.get('kind')} index; name its documents index")
-    if meta.get("dimension") != encoder.dimension:
+    record = check_record(client, index)
+    if record.kind != "documents":
+        raise ReencodeError(f"{index!r} is a biorank {record.kind} index; name its documents index")
+    if record.dimension != encoder.dimension:
         raise ReencodeError(
             f"{encoder.source!r} makes {encoder.dimension}-dimensional vectors, {index!r} holds "
-            f"{meta.get('dimension')}; build a new index with it: `biorank index ... --model {encoder.source}`")
+            f"{record.dimension}; build a new index with it: `biorank index ... --model {encoder.source}`")
     model = encoder.model_name
-    state = meta.get(REENCODING)
-    previous = (state or {}).get("previous") or meta.get("model", "?")
+    state = dict(record.reencoding) if record.reencoding else None
+    previous = (state or {}).get("previous") or record.model or "?"
     report = ReencodeReport(index, model, previous)
     if state and state.get("model") != model:
         log(f"{index} was being re-encoded with {state.get('model')}; starting over with {model}")
@@ -93,16 +86,16 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
     if state:
         report.resumed = True
         log(f"resuming the re-encoding of {index} with {model}: {state['done']} {state['stage']} done")
-    elif meta.get("model") == model:
+    elif record.model == model:
         report.already = True
         return report
     else:
-        _check_tokenizer(client, index, meta, encoder)
+        _check_tokenizer(client, index, record, encoder)
         state = {"model": model, "model_source": encoder.source, "previous": previous, "stage": BLOCKS,
                  "after": None, "done": 0}
-        update_index_meta(client, index, **{REENCODING: state})
+        update_record(client, index, **{REENCODING: state})
 
-    sentences_index = meta.get("sentences_index")
+    sentences_index = record.sentences_index
     if sentences_index and not client.indices.exists(index=sentences_index):
         sentences_index = None
     targets = {BLOCKS: index, SENTENCES: sentences_index}
@@ -116,21 +109,21 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
                                  progress)
                 setattr(report, stage, done)
             state = {**state, "stage": following, "after": None, "done": 0}
-            update_index_meta(client, index, **{REENCODING: state})
+            update_record(client, index, **{REENCODING: state})
 
     if sentences_index:
-        update_index_meta(client, sentences_index, model=model, dimension=encoder.dimension)
-    meta = check_index_meta(client, index)
-    replaced = {"model": previous, **{key: meta[key] for key in TUNED_FOR_ENCODER if key in meta}}
+        update_record(client, sentences_index, model=model, dimension=encoder.dimension)
+    raw = check_record(client, index).raw
+    replaced = {"model": previous, **{key: raw[key] for key in TUNED_FOR_ENCODER if key in raw}}
     report.dropped_lambda = replaced.get("lambda")
-    update_index_meta(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER), model=model,
+    update_record(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER), model=model,
                       model_source=encoder.source, dimension=encoder.dimension, replaced_encoder=replaced)
     report.seconds = time.monotonic() - started
     return report
 
 
 def _reencode(client: OpenSearch, index: str, target: str, stage: str, encoder: Encoder, state: dict,
-              batch_size: int, record_every: float, progress: Progress | None) -> int:
+              batch_size: int, record_every: float, progress: StageProgress | None) -> int:
     """Re-encode one index from ``state``'s position; returns how many entries this run encoded."""
     total = client.count(index=target)["count"]
     done, encoded = state["done"], 0
@@ -151,19 +144,20 @@ def _reencode(client: OpenSearch, index: str, target: str, stage: str, encoder: 
         encoded += len(hits)
         state.update(after=hits[-1]["sort"], done=done)
         if time.monotonic() - recorded >= record_every:
-            update_index_meta(client, index, **{REENCODING: state})
+            update_record(client, index, **{REENCODING: state})
             recorded = time.monotonic()
         if progress is not None:
             progress(stage, done, total)
     return encoded
 
 
-def _check_tokenizer(client: OpenSearch, index: str, meta: dict, encoder: Encoder, probe: int = 200) -> None:
+def _check_tokenizer(client: OpenSearch, index: str, record: IndexRecord, encoder: Encoder,
+                     probe: int = 200) -> None:
     """Refuse an encoder whose window or word pieces differ from those the blocks were cut with."""
     budget = block_budget(encoder.max_seq_length)
-    if meta.get("block_tokens") not in (None, budget):
+    if record.block_tokens not in (None, budget):
         raise ReencodeError(
-            f"{index!r} was cut into blocks of {meta['block_tokens']} word pieces, {encoder.source!r} reads "
+            f"{index!r} was cut into blocks of {record.block_tokens} word pieces, {encoder.source!r} reads "
             f"{budget}; build a new index with it: `biorank index ... --model {encoder.source}`")
     hits = next(entries_in_order(client, index, sort=ORDER[BLOCKS], source=("passage", "wordpieces"), size=probe),
                 [])

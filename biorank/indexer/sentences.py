@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 
-from biorank.indexer.records import Abstract, Sentence
+from biorank.types import Abstract, Sentence
 
 Span = tuple[int, int]
 

@@ -19,7 +19,7 @@ is no negative, and is left out of the question's softmax.
 Validation runs before training and after every epoch on the development split (never trained on): dense
 retrieval over every block of the index, a document scored by its best block as ``dense`` search does,
 nDCG@10. The best epoch is what lands in the output folder, a sentence-transformers folder that
-:class:`biorank.indexer.encoder.Encoder` loads, with a model card.
+:class:`biorank.models.encoder.Encoder` loads, with a model card.
 """
 
 from __future__ import annotations
@@ -31,41 +31,46 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biorank.evaluation.measures import Qrels, evaluate, run_from_hits
-from biorank.evaluation.splits import DEV_SEED
+from biorank.config import SEED
+from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.indexer.blocks import block_budget
-from biorank.indexer.encoder import DEFAULT_MODEL, quiet_loading
-from biorank.indexer.indices import entries_in_order
+from biorank.models.encoder import DEFAULT_MODEL, quiet_loading
+from biorank.store.indices import entries_in_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
     METRIC,
-    Progress,
     Ranked,
+    Recipe,
     TrainingError,
+    TrainingReport,
     epoch_order,
     optimiser,
     remove_checkpoint,
     run_epochs,
-    split_judged,
     stage_counter,
+    training_split,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.synthetic import KINDS, SyntheticPair, generators, make_pairs, sample_documents
+from biorank.types import Qrels, StageProgress
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.indexer.encoder import Encoder
-    from biorank.ranker.searcher import Searcher
+    from biorank.models.encoder import Encoder
+    from biorank.retrieval.searcher import Searcher
 
 VALIDATION_DEPTH = 100
 """Documents per dev query in the validation run; nDCG@10 needs only the top 10."""
 
 
 @dataclass(frozen=True)
-class EncoderTraining:
+class EncoderTraining(Recipe):
     """How the dense encoder is trained; the defaults are the recipe of the README's table."""
 
+    epochs: int = 3
+    learning_rate: float = 2e-5
+    checkpoint_every: int = 50
     base_model: str = DEFAULT_MODEL
     synthetic_ratio: float = 0.2
     """Share of every batch that is synthetic pairs; 0 trains on the supervised pairs alone."""
@@ -73,21 +78,12 @@ class EncoderTraining:
     hard_negatives: int = 0
     """BM25 negatives per supervised pair, on top of the in-batch ones."""
     negatives_from_top: int = 100
-    epochs: int = 3
     batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
     scale: float = 20.0
     """Cosines are multiplied by this before the softmax (sentence-transformers' default for this loss)."""
     max_seq_length: int | None = None
     """Word pieces read per text while training and validating (a quick try); None: the base model's window.
     The saved model keeps the base model's window, which the index's blocks are cut for."""
-    checkpoint_every: int = 50
-    max_steps: int | None = None
-    """Stop after this many steps in all (a smoke test); None trains every epoch to the end."""
-    seed: int = DEV_SEED
-    precision: str = "auto"
 
     def __post_init__(self) -> None:
         if not 0 <= self.synthetic_ratio < 1:
@@ -109,24 +105,11 @@ class EncoderTraining:
 
 
 @dataclass
-class EncoderTrainingReport:
-    out: Path
-    seconds: float
-    steps: int
-    pairs: int
+class EncoderTrainingReport(TrainingReport):
+    pairs: int = 0
     """Supervised (query, relevant passage) pairs of the training queries."""
-    synthetic: dict[str, int]
+    synthetic: dict[str, int] = field(default_factory=dict)
     """Synthetic pairs made, by kind."""
-    train_queries: int
-    dev_queries: int
-    baseline: float
-    """Dense nDCG@10 of the base encoder on the dev split."""
-    history: list[dict] = field(default_factory=list)
-    best_epoch: int = 0
-
-    @property
-    def best(self) -> float:
-        return max((h[METRIC] for h in self.history), default=float("nan"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +124,7 @@ class _Example:
 
 
 def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
-                  config: EncoderTraining = EncoderTraining(), *, progress: Progress | None = None,
+                  config: EncoderTraining = EncoderTraining(), *, progress: StageProgress | None = None,
                   log: Callable[[str], None] = print) -> EncoderTrainingReport:
     """Train on the queries outside the dev split and synthetic pairs, validate on the dev split, keep the
     best epoch in ``out``. ``progress(stage, done, total)`` is told about each stage's work."""
@@ -149,7 +132,7 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
 
     started = time.perf_counter()
     client, index = searcher.client, searcher.index
-    rest, dev = split_judged(queries, qrels, log)
+    rest, dev = training_split(queries, qrels, log)
 
     pools: dict[str, list[str]] = {}
     if config.hard_negatives:
@@ -206,15 +189,15 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
         load_model=lambda folder: _load_weights(model, folder), steps_per_epoch=steps_per_epoch,
         total_steps=total_steps, loss_at=loss_at, validate=validate, baseline=("base encoder", baseline),
         started=started, progress=progress, log=log)
-    report = EncoderTrainingReport(out, time.perf_counter() - started, result.steps, len(examples), kinds,
-                                   len(rest), len(dev), baseline, result.history, result.best_epoch)
+    report = EncoderTrainingReport(out, time.perf_counter() - started, result.steps, len(rest), len(dev), baseline,
+                                   result.history, result.best_epoch, pairs=len(examples), synthetic=kinds)
     _write_card(out, report, config, index, len(blocks[0]))
     remove_checkpoint(out)
     return report
 
 
 def _load_base(config: EncoderTraining) -> Encoder:
-    from biorank.indexer.encoder import Encoder
+    from biorank.models.encoder import Encoder
 
     try:
         return Encoder(config.base_model, precision=config.precision)
@@ -319,7 +302,7 @@ def _batch_loss(model: Any, device: str, batch: Sequence[_Example], scale: float
 
 
 def _validate(encoder: Encoder, queries: Mapping[str, str], qrels: Qrels, blocks: tuple[list[str], list[str]],
-              progress: Progress | None, chunk: int = 512) -> float:
+              progress: StageProgress | None, chunk: int = 512) -> float:
     """Dense nDCG@10 on the dev queries over every block, each document scored by its best block."""
     import numpy as np
 
@@ -375,7 +358,7 @@ def _write_card(out: Path, report: EncoderTrainingReport, config: EncoderTrainin
                  "made from the collection. Load it with `biorank reindex-vectors --model` or `biorank index "
                  "--model`."),
         data={"index": index, "training queries": report.train_queries,
-              "development queries": f"{report.dev_queries} (dev_split, seed {DEV_SEED}; never trained on)",
+              "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
               "supervised pairs": (f"{report.pairs} (query, the relevant document's block BM25 ranks highest)"
                                    + (f", each with {config.hard_negatives} BM25 negatives from the top "
                                       f"{config.negatives_from_top}, never a judged document"

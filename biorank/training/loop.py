@@ -14,23 +14,57 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from biorank.config import SEED
 from biorank.errors import BiorankError
-from biorank.evaluation.measures import Qrels
-from biorank.evaluation.splits import DEV_SEED, dev_split
-from biorank.indexer.encoder import native_bf16
+from biorank.evaluation.splits import split_judged
+from biorank.models.encoder import native_bf16
+from biorank.types import Qrels, StageProgress
 
 CHECKPOINT = "checkpoint"
 METRIC = "nDCG@10"
 
-Progress = Callable[[str, int, int], None]
 
 
 class TrainingError(BiorankError):
     """Training cannot start: no judged queries, no texts, or a checkpoint of another recipe."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What every trainer's recipe has: the optimiser's schedule, checkpoints, the seed and the precision."""
+
+    epochs: int = 1
+    learning_rate: float = 5e-5
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    checkpoint_every: int = 100
+    max_steps: int | None = None
+    """Stop after this many steps in all (a smoke test); None trains every epoch to the end."""
+    seed: int = SEED
+    precision: str = "auto"
+
+
+@dataclass
+class TrainingReport:
+    """What a training run gave: time, steps, the split, the dev figure before training and after each epoch."""
+
+    out: Path
+    seconds: float = 0.0
+    steps: int = 0
+    train_queries: int = 0
+    dev_queries: int = 0
+    baseline: float = float("nan")
+    """The dev figure before training (the first stage's, or the base model's)."""
+    history: list[dict] = field(default_factory=list)
+    best_epoch: int = 0
+
+    @property
+    def best(self) -> float:
+        return max((h[METRIC] for h in self.history), default=float("nan"))
 
 
 class Ranked:
@@ -42,18 +76,18 @@ class Ranked:
         self.id = doc_id
 
 
-def split_judged(queries: Mapping[str, str], qrels: Qrels,
-                 log: Callable[[str], None]) -> tuple[list[str], list[str]]:
-    """(training, development) ids of the queries with a relevant document: outside and inside the dev split."""
-    judged = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
-    if len(judged) < 5:
-        raise TrainingError(f"only {len(judged)} queries have a relevant document; training needs more")
-    rest, dev = dev_split(judged)
-    log(f"{len(rest)} training queries, {len(dev)} development queries (seed {DEV_SEED})")
+def training_split(queries: Mapping[str, str], qrels: Qrels,
+                   log: Callable[[str], None]) -> tuple[list[str], list[str]]:
+    """(training, development) ids of the queries with a relevant document and a text: outside and inside the
+    dev split that evaluation and tuning use too."""
+    rest, dev = ([q for q in split_judged(qrels, split) if q in queries] for split in ("rest", "dev"))
+    if len(rest) + len(dev) < 5:
+        raise TrainingError(f"only {len(rest) + len(dev)} queries have a relevant document; training needs more")
+    log(f"{len(rest)} training queries, {len(dev)} development queries (seed {SEED})")
     return rest, dev
 
 
-def stage_counter(progress: Progress | None, stage: str, total: int) -> Callable[[int], None]:
+def stage_counter(progress: StageProgress | None, stage: str, total: int) -> Callable[[int], None]:
     """An advance-by-n callback that reports one stage of a (stage, done, total) progress function."""
     done = 0
 
@@ -164,7 +198,7 @@ class EpochsResult:
 def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path, *,
                save_model: Callable[[Path], None], load_model: Callable[[Path], None], steps_per_epoch: int,
                total_steps: int, loss_at: Callable[[int, int], Any], validate: Callable[[], float],
-               baseline: tuple[str, float], started: float, progress: Progress | None,
+               baseline: tuple[str, float], started: float, progress: StageProgress | None,
                log: Callable[[str], None]) -> EpochsResult:
     """Train from the checkpoint's step (or 0) to ``total_steps``, validating after every complete epoch.
 

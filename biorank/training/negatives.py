@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from biorank.evaluation.measures import Qrels
 
 if TYPE_CHECKING:
-    from biorank.ranker.searcher import Searcher
+    from biorank.retrieval.searcher import Searcher
 
 
 @dataclass(frozen=True, slots=True)

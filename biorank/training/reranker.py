@@ -17,82 +17,58 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biorank.evaluation.measures import Qrels, evaluate, run_from_hits
-from biorank.evaluation.splits import DEV_SEED
-from biorank.indexer.encoder import DEFAULT_MODEL, quiet_loading
-from biorank.ranker.reranker import (
-    DEFAULT_DEPTH,
-    DEFAULT_MAX_LENGTH,
-    Reranker,
-    fetch_texts,
-    load_cross_encoder,
-    rerank_order,
-)
+from biorank.config import SEED
+from biorank.evaluation.measures import evaluate, run_from_hits
+from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
+from biorank.models.encoder import DEFAULT_MODEL, quiet_loading
+from biorank.stages.rerank import DEFAULT_DEPTH, fetch_texts, rerank_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
     METRIC,
     Ranked,
+    Recipe,
     TrainingError,
+    TrainingReport,
     epoch_order,
     optimiser,
     remove_checkpoint,
     run_epochs,
-    split_judged,
     stage_counter,
+    training_split,
     use_bf16,
 )
 from biorank.training.negatives import TrainingGroup, bm25_candidates, sample_negatives
+from biorank.types import Qrels
 
 if TYPE_CHECKING:
-    from biorank.ranker.searcher import Searcher
+    from biorank.retrieval.searcher import Searcher
 
 
 @dataclass(frozen=True)
-class RerankerTraining:
+class RerankerTraining(Recipe):
     """How a reranker is trained; the defaults are the recipe of the shipped model card."""
 
     base_model: str = DEFAULT_MODEL
     negatives_per_positive: int = 20
     negatives_from_top: int = 500
-    epochs: int = 1
-    learning_rate: float = 5e-5
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
     max_length: int = DEFAULT_MAX_LENGTH
     validation_depth: int = DEFAULT_DEPTH
-    checkpoint_every: int = 100
-    max_steps: int | None = None
-    """Stop after this many steps in all (a smoke test); None trains every epoch to the end."""
-    seed: int = DEV_SEED
-    precision: str = "auto"
 
 
 @dataclass
-class TrainingReport:
-    out: Path
-    seconds: float
-    steps: int
-    groups: int
-    train_queries: int
-    dev_queries: int
-    baseline: float
-    """nDCG@10 of the first stage on the dev split, before reranking."""
-    history: list[dict] = field(default_factory=list)
-    best_epoch: int = 0
-
-    @property
-    def best(self) -> float:
-        return max((h[METRIC] for h in self.history), default=float("nan"))
+class RerankerTrainingReport(TrainingReport):
+    groups: int = 0
+    """Judged-relevant (query, document) pairs trained on, each with its negatives."""
 
 
 def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
                    config: RerankerTraining = RerankerTraining(), *,
                    progress: Callable[[str, int, int], None] | None = None,
-                   log: Callable[[str], None] = print) -> TrainingReport:
+                   log: Callable[[str], None] = print) -> RerankerTrainingReport:
     """Train on the queries outside the dev split, validate on it, keep the best epoch in ``out``.
 
     ``progress(stage, done, total)`` is told about candidate retrieval and training steps.
@@ -100,7 +76,7 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     import torch
 
     started = time.perf_counter()
-    rest, dev = split_judged(queries, qrels, log)
+    rest, dev = training_split(queries, qrels, log)
     judged = sorted(rest + dev)
 
     depth = max(config.negatives_from_top, config.validation_depth)
@@ -132,7 +108,8 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
 
     out.mkdir(parents=True, exist_ok=True)
-    report = TrainingReport(out, 0.0, 0, len(groups), len(rest), len(dev), baseline)
+    report = RerankerTrainingReport(out, train_queries=len(rest), dev_queries=len(dev), baseline=baseline,
+                                    groups=len(groups))
 
     def loss_at(epoch: int, position: int) -> Any:
         group = groups[epoch_order(len(groups), config.seed, epoch)[position]]
@@ -167,8 +144,8 @@ def _group_loss(model: Any, tokenizer: Any, group: TrainingGroup, queries: Mappi
 def _validate(model: Any, tokenizer: Any, config: RerankerTraining, queries: Mapping[str, str],
               candidates: Mapping[str, list[str]], qrels: Qrels, texts: Mapping[str, str], bf16: bool) -> float:
     model.eval()
-    scorer = Reranker.from_model(model, tokenizer, precision="bf16" if bf16 else "fp32",
-                                 max_length=config.max_length)
+    scorer = CrossEncoder.from_model(model, tokenizer, precision="bf16" if bf16 else "fp32",
+                                      max_length=config.max_length)
     reranked = {}
     for qid, ids in candidates.items():
         scores = scorer.score(queries[qid], [texts[d] for d in ids])
@@ -191,7 +168,7 @@ def _load_weights(model: Any, folder: Path) -> None:
     model.load_state_dict(trained.state_dict())
 
 
-def _write_card(out: Path, report: TrainingReport, config: RerankerTraining, index: str) -> None:
+def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTraining, index: str) -> None:
     write_model_card(
         out,
         title="biorank cross-encoder reranker",
@@ -199,7 +176,7 @@ def _write_card(out: Path, report: TrainingReport, config: RerankerTraining, ind
                  "`biorank train-reranker` with BM25 negatives (Hofstätter et al.) and softmax cross-entropy "
                  "over each positive and its negatives."),
         data={"index": index, "training queries": report.train_queries,
-              "development queries": f"{report.dev_queries} (dev_split, seed {DEV_SEED}; never trained on)",
+              "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
               "groups (judged-relevant pairs)": report.groups,
               "negatives": (f"up to {config.negatives_per_positive} per positive, uniformly from the BM25 top "
                             f"{config.negatives_from_top}, never a judged document")},

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from biorank.indexer.indices import check_index_meta, entries_in_order
 from biorank.indexer.sentences import split_sentences
+from biorank.store.indices import entries_in_order
+from biorank.store.record import check_record
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -170,7 +171,7 @@ def sample_documents(client: OpenSearch, index: str, n: int, *, seed: int = 0) -
     The sentences are the sentences index's, exactly as indexing split them; an index built without one
     has its abstracts split again by biorank's splitter.
     """
-    meta = check_index_meta(client, index)
+    record = check_record(client, index)
     body = {
         "size": min(n, MAX_SAMPLE), "_source": ["id", "title", "abstract"],
         # Hashing the id, not the Lucene doc number, gives the same draw on a copy of the index.
@@ -178,7 +179,7 @@ def sample_documents(client: OpenSearch, index: str, n: int, *, seed: int = 0) -
                                      "random_score": {"seed": seed, "field": "id"}}},
     }
     hits = [h["_source"] for h in client.search(index=index, body=body)["hits"]["hits"]]
-    sentences_index = meta.get("sentences_index")
+    sentences_index = record.sentences_index
     if sentences_index and client.indices.exists(index=sentences_index):
         split = _indexed_sentences(client, sentences_index, [h["id"] for h in hits])
     else:

@@ -18,12 +18,10 @@ Fields, and who reads them:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from biorank.mappings.fields import knn_vector
-
-MAPPING_VERSION = 2
-"""Raised whenever a field or analyser changes meaning; an index of another version is refused, not misread."""
+from biorank.store.mappings.fields import knn_vector
+from biorank.store.record import new_record
 
 ENGLISH = "english"
 STANDARD = "standard"
@@ -82,20 +80,6 @@ def index_settings(settings: IndexSettings) -> dict:
     }
 
 
-def meta(settings: IndexSettings, *, kind: str, model: str, dimension: int, **extra: object) -> dict:
-    """The ``_meta`` record biorank reads back: what built the index, so a mismatch is refused, not misread."""
-    return {
-        "biorank": {
-            "kind": kind,
-            "mapping_version": MAPPING_VERSION,
-            "model": model,
-            "dimension": dimension,
-            "settings": asdict(settings),
-            **extra,
-        }
-    }
-
-
 def documents_index_body(
     settings: IndexSettings, *, model: str, dimension: int, block_tokens: int, sentences_index: str | None,
     model_source: str | None = None,
@@ -104,7 +88,7 @@ def documents_index_body(
     return {
         "settings": index_settings(settings),
         "mappings": {
-            "_meta": meta(
+            "_meta": new_record(
                 settings, kind="documents", model=model, dimension=dimension,
                 block_tokens=block_tokens, sentences_index=sentences_index, model_source=model_source or model,
             ),

@@ -6,8 +6,9 @@ sentence can be returned as a snippet with ``offsetInBeginSection``/``offsetInEn
 
 from __future__ import annotations
 
-from biorank.mappings.documents import IndexSettings, index_settings, meta
-from biorank.mappings.fields import knn_vector
+from biorank.store.mappings.documents import IndexSettings, index_settings
+from biorank.store.mappings.fields import knn_vector
+from biorank.store.record import new_record
 
 
 def sentence_id(doc_id: str, section: str, number: int) -> str:
@@ -18,7 +19,7 @@ def sentences_index_body(settings: IndexSettings, *, model: str, dimension: int,
     return {
         "settings": index_settings(settings),
         "mappings": {
-            "_meta": meta(settings, kind="sentences", model=model, dimension=dimension,
+            "_meta": new_record(settings, kind="sentences", model=model, dimension=dimension,
                           documents_index=documents_index),
             # Vectors as JSON text would be most of the stored bytes; search reads them from the vector field.
             "_source": {"excludes": ["embedding"]},

@@ -19,28 +19,28 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from biorank.config import DEFAULT_INDEX
 from biorank.indexer.blocks import block_budget, make_blocks
-from biorank.indexer.indices import check_index_meta, refresh_paused, sentences_index_name
 from biorank.indexer.readers import read_records
-from biorank.indexer.records import Abstract, Rejected, Sentence
 from biorank.indexer.sentences import sentences_of
-from biorank.indexer.writer import BulkWriter, WriteFailure
-from biorank.mappings.documents import MAPPING_VERSION, IndexSettings, documents_index_body
-from biorank.mappings.sentences import sentence_id, sentences_index_body
+from biorank.store.indices import refresh_paused, sentences_index_name
+from biorank.store.mappings.documents import IndexSettings, documents_index_body
+from biorank.store.mappings.sentences import sentence_id, sentences_index_body
+from biorank.store.record import MAPPING_VERSION, check_record
+from biorank.store.writer import BulkWriter, WriteFailure
+from biorank.types import Abstract, Advance, Rejected, Sentence
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.indexer.encoder import Encoder
+    from biorank.models.encoder import Encoder
 
-DEFAULT_INDEX = "biorank"
-Progress = Callable[[int], None]
 
 
 def block_id(doc_id: str, number: int) -> str:
@@ -134,7 +134,7 @@ class Indexer:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            from biorank.indexer.encoder import Encoder
+            from biorank.models.encoder import Encoder
 
             self._encoder = Encoder()
         return self._encoder
@@ -143,7 +143,7 @@ class Indexer:
     def sentences_index(self) -> str | None:
         return sentences_index_name(self.options.index) if self.options.sentences else None
 
-    def run(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport:
+    def run(self, paths: Iterable[str | Path], progress: Advance | None = None) -> IndexReport:
         """Index every record of ``paths``; ``progress`` is called with the number of records done so far."""
         report = IndexReport()
         started = time.monotonic()
@@ -188,7 +188,7 @@ class Indexer:
             )
         for name, body in bodies.items():
             if self.client.indices.exists(index=name):
-                check_index_meta(self.client, name, model=model)
+                check_record(self.client, name, model=model)
             else:
                 self.client.indices.create(index=name, body=body)
 
@@ -307,7 +307,7 @@ class Indexer:
         return failures + last_failures, len(complete) - len(last_failures), records
 
     def _finish(self, result: tuple[list[WriteFailure], int, int], report: IndexReport,
-                rejects: _RejectsFile, progress: Progress | None) -> None:
+                rejects: _RejectsFile, progress: Advance | None) -> None:
         failures, indexed, records = result
         report.indexed += indexed
         report.failed += len({f.id for f in failures})

@@ -6,7 +6,7 @@ so a phase never makes things worse. Document weights first, then sentence weigh
 repeat until one gains less than ``min_gain`` or ``rounds`` are done.
 
 The cluster and the models are asked once: each query's candidate sentences with their raw perspective values
-(:class:`~biorank.ranker.snippets.SentenceCandidates`) are cached, and every trial only recombines them, so a
+(:class:`~biorank.stages.snippets.SentenceCandidates`) are cached, and every trial only recombines them, so a
 trial costs milliseconds and a run with a seed is reproducible.
 """
 
@@ -17,19 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biorank.ranker.snippets import (
+from biorank.config import SEED
+from biorank.stages.snippets import (
     DOCUMENT_PARTS,
-    META_KEY,
-    PERSPECTIVES,
     SNIPPETS_PER_QUERY,
     SentenceCandidates,
     SnippetError,
     SnippetWeights,
 )
+from biorank.store.record import store_snippet_weights
+from biorank.types import PERSPECTIVES, StageProgress
 
 if TYPE_CHECKING:
     import numpy as np
     from opensearchpy import OpenSearch
+
+    from biorank.evaluation.splits import Split
+    from biorank.retrieval.searcher import Searcher
+    from biorank.store.record import IndexRecord
 
 GROUPS = {"document": DOCUMENT_PARTS, "sentence": PERSPECTIVES}
 """Each phase's weight names; a round optimises them in this order."""
@@ -109,7 +114,7 @@ class TuningSet:
         return sum(values.values()) / len(values) if values else 0.0
 
 
-def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: int = 20261122,
+def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: int = SEED,
                  min_gain: float = 1e-3, perspectives: Sequence[str] = PERSPECTIVES,
                  report: Callable[[Phase], None] | None = None) -> TuningResult:
     """Alternate document and sentence phases from equal weights and return every phase.
@@ -206,11 +211,87 @@ def plot_tuning(result: TuningResult, path: Path, title: str) -> Path:
     return path
 
 
-def store_weights(client: OpenSearch, index: str, result: TuningResult, **facts: Any) -> dict:
-    """Save the tuned weights in the index's biorank record, with how they were found."""
-    from biorank.indexer.indices import update_index_meta
+def store_weights(client: OpenSearch, index: str, result: TuningResult, **facts: Any) -> IndexRecord:
+    """Save the tuned weights in the index's record, with how they were found."""
+    return store_snippet_weights(client, index, {
+        **result.weights.to_dict(),
+        "tuning": {"metric": METRIC, "value": result.value, "equal_weights": result.initial,
+                   "rounds": max((p.round for p in result.phases), default=0), **facts}})
 
-    record = {**result.weights.to_dict(),
-              "tuning": {"metric": METRIC, "value": result.value, "equal_weights": result.initial,
-                         "rounds": max((p.round for p in result.phases), default=0), **facts}}
-    return update_index_meta(client, index, **{META_KEY: record})
+
+@dataclass(frozen=True)
+class SnippetTuning:
+    """What ``biorank tune-snippets`` tunes on: the queries of a split that have gold sentences, the sentences of
+    the top documents of ``system``, the weights of ``perspectives`` (the others stay 0)."""
+
+    queries: Path
+    gold: Path
+    """SciFact claims whose evidence sentences are the gold snippets."""
+    qrels: Path | None = None
+    """Whose judged queries are split (eval's --qrels), so "dev" is the queries eval reports as dev; default
+    ``gold``."""
+    system: str = "hybrid+rerank"
+    reranker: str | None = None
+    split: Split = "dev"
+    perspectives: tuple[str, ...] = PERSPECTIVES
+    rounds: int = 5
+    trials: int = 60
+    min_gain: float = 1e-3
+    seed: int = SEED
+    store: bool = True
+    depth: int = 100
+    """First-stage depth: the reranker reorders the top of it, snippets come from the top 10."""
+
+
+@dataclass
+class SnippetTuningOutcome:
+    result: TuningResult
+    queries: int
+    sentences: int
+
+
+def tune_snippet_weights(searcher: Searcher, tuning: SnippetTuning, *, progress: StageProgress | None = None,
+                         report: Callable[[str], None] = print) -> SnippetTuningOutcome:
+    """Collect the candidates once through the system's pipeline, tune the weights on them, and store the
+    weights with the index (unless told not to); ``report`` is told each phase's result as a line."""
+    from biorank.evaluation.phase_a import read_evidence_sentences
+    from biorank.evaluation.splits import split_judged
+    from biorank.evaluation.topics import read_qrels, read_queries
+    from biorank.pipeline import SNIPPETS, Pipeline, PipelineSettings
+
+    if PipelineSettings.parse(tuning.system).snippets is not None:
+        raise SnippetError(f"name the system without {SNIPPETS}: the weights are what is tuned")
+    start = equal_weights(tuning.perspectives)
+    gold = read_evidence_sentences(tuning.gold)
+    wanted = set(split_judged(read_qrels(tuning.qrels or tuning.gold), tuning.split)) & gold.keys()
+    queries = {q: t for q, t in read_queries(tuning.queries).items() if q in wanted}
+    if not queries:
+        raise SnippetError(f"no {tuning.split} query of {tuning.queries} has gold sentences in {tuning.gold}")
+    pipeline = Pipeline.build(tuning.system, searcher, snippets="tuned", reranker=tuning.reranker,
+                              snippet_weights=start)
+    what, total, done = f"{tuning.system} + sentences", len(queries) * len(pipeline.stages), 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(what, done, total)
+
+    candidates = pipeline.candidates(queries, tuning.depth, perspectives=tuning.perspectives, progress=advance)
+    tuning_set = TuningSet(candidates, {q: gold[q] for q in queries})
+    sentences = sum(len(c.sentences) for c in candidates.values())
+    report(f"{len(queries)} {tuning.split} queries with gold sentences, {sentences} candidate sentences from the top "
+           f"{pipeline.snippets.depth} documents of {tuning.system}; {METRIC}:")
+    for name, value in single_perspectives(tuning_set, tuning.perspectives).items():
+        report(f"  {name + ' alone' if name != 'equal' else 'equal weights':<16} {value:.4f}")
+    result = tune_weights(tuning_set, rounds=tuning.rounds, trials=tuning.trials, seed=tuning.seed,
+                          min_gain=tuning.min_gain, perspectives=tuning.perspectives, report=lambda phase: report(
+                              f"round {phase.round}, {phase.group} weights ({len(phase.trials)} trials): {METRIC} "
+                              f"{phase.value:.4f}  [{phase.weights.describe()}]"))
+    if tuning.store:
+        cross_encoder = pipeline.snippets.reranker
+        used = {"reranker": cross_encoder.model_name} if cross_encoder else {}
+        store_weights(searcher.client, searcher.index, result, split=tuning.split, queries=len(queries),
+                      system=tuning.system, trials=tuning.trials, seed=tuning.seed,
+                      perspectives=list(tuning.perspectives), **used)
+    return SnippetTuningOutcome(result, len(queries), sentences)

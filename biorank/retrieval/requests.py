@@ -1,4 +1,5 @@
-"""Ma et al.'s hybrid score, ``λ·BM25(q, p) + ⟨q, p⟩``, computed exactly inside OpenSearch."""
+"""The request bodies of the first stage, built without a cluster (so they can be tested and printed offline):
+BM25 field sets, kNN, and Ma et al.'s hybrid score ``λ·BM25(q, p) + ⟨q, p⟩`` computed exactly inside OpenSearch."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ HYBRID_SCRIPT = (
 )
 DENSE_SCRIPT = "doc[params.field].size() == 0 ? 0 : innerProduct(params.query_vector, doc[params.field])"
 MATCH_ALL = {"match_all": {}}
+SHIFT = 1.0
+"""Keeps script scores non-negative; unit vectors give ⟨q, p⟩ >= -1."""
 
 
 def hybrid_query(
@@ -67,3 +70,41 @@ def dense_script_field(query_vector: Sequence[float], vector_field: str = "embed
     """A ``script_fields`` entry returning ``⟨q, v⟩`` of each hit, so a hit's score can be taken apart."""
     return {"script": {"source": DENSE_SCRIPT, "params": {"field": vector_field,
                                                           "query_vector": [float(x) for x in query_vector]}}}
+
+
+def text_query(fields: str, text: str, pieces: str | None) -> dict:
+    """The BM25 part over field set ``fields``; ``pieces`` are the query's word pieces for the word-piece sets."""
+    if fields == "title+abstract":
+        return {"multi_match": {"query": text, "fields": ["title", "abstract"], "type": "most_fields"}}
+    if fields == "wordpieces":
+        return {"match": {"wordpieces": pieces}}
+    if fields == "wordpieces+bigrams":
+        return {"bool": {"should": [{"match": {"wordpieces": pieces}},
+                                    {"match": {"wordpieces.bigrams": pieces}}]}}
+    return {"match": {fields: text}}
+
+
+def search_body(mode: str, fields: str, text: str, vector: list[float] | None, pieces: str | None, size: int, *,
+                lam: float, candidates: dict = MATCH_ALL, explain: bool = False, light: bool = False) -> dict:
+    """One search of a first-stage mode, collapsed on ``id`` so each document is represented by its best block;
+    ``light`` asks for ids only (candidate lists)."""
+    body: dict = {"size": size, "collapse": {"field": "id"}, "_source": ["id", "title", "block"]}
+    if light:
+        # Candidate lists need ids and scores only.
+        body["_source"] = ["id"]
+    if mode == "bm25":
+        body["query"] = text_query(fields, text, pieces)
+    elif mode == "dense":
+        # kNN returns blocks; asking for more than ``size`` leaves enough documents after collapsing.
+        body["query"] = {"knn": {"embedding": {"vector": vector, "k": max(size * 3, 100)}}}
+    elif mode == "dense-exact":
+        body["query"] = {"script_score": {"query": candidates, "script": {
+            "source": f"params.shift + ({DENSE_SCRIPT})",
+            "params": {"field": "embedding", "query_vector": vector, "shift": SHIFT}}}}
+    else:
+        body["query"] = hybrid_query(text_query(fields, text, pieces), vector, lam=lam,
+                                     candidates=candidates, shift=SHIFT)
+        body["script_fields"] = {"dense": dense_script_field(vector)}
+    if explain:
+        body["explain"] = True
+    return body

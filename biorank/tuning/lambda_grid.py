@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from biorank.evaluation.measures import Qrels, evaluate, run_from_hits
-from biorank.indexer.indices import update_index_meta
+from biorank.evaluation.measures import evaluate, run_from_hits
+from biorank.types import Advance, Qrels
 
 if TYPE_CHECKING:
-    from opensearchpy import OpenSearch
-
-    from biorank.ranker.searcher import Searcher
+    from biorank.retrieval.searcher import Searcher
 
 
 def tune_lambda_grid(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, lambdas: Sequence[float],
                      metric: str, *, depth: int = 100,
-                     progress: Callable[[int], None] | None = None) -> dict[float, float]:
+                     progress: Advance | None = None) -> dict[float, float]:
     """``metric`` of the exact hybrid at each λ; the queries are encoded once, not once per λ."""
-    from biorank.ranker.searcher import encode_queries
+    from biorank.retrieval.searcher import encode_queries
 
     vectors = encode_queries(searcher.encoder, queries)
     table = {}
@@ -28,6 +26,11 @@ def tune_lambda_grid(searcher: Searcher, queries: Mapping[str, str], qrels: Qrel
             queries, depth, progress=progress, vectors=vectors)
         table[lam] = evaluate(run_from_hits(hits), {q: qrels[q] for q in queries}, [metric])[metric]
     return table
+
+
+def best_lambda(table: Mapping[float, float]) -> float:
+    """The λ with the best value; of equal values the smallest λ, the least BM25 that reaches it."""
+    return max(table, key=lambda lam: (table[lam], -lam))
 
 
 def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title: str) -> None:
@@ -39,7 +42,7 @@ def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title:
     lambdas = sorted(table)
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(lambdas, [table[lam] for lam in lambdas], marker="o")
-    best = max(table, key=lambda lam: (table[lam], -lam))
+    best = best_lambda(table)
     ax.axvline(best, color="grey", linestyle="--", linewidth=1)
     ax.annotate(f"λ = {best:g}: {table[best]:.4f}", (best, table[best]), textcoords="offset points",
                 xytext=(8, -14))
@@ -53,8 +56,3 @@ def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: object) -> None:
-    """Record λ (and how it was found) in the index's ``_meta``, which hybrid searches read."""
-    update_index_meta(client, index, **{"lambda": lam, "lambda_tuning": provenance})

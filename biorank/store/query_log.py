@@ -5,7 +5,7 @@ milliseconds (a mapping stage → ms, so a new stage is a new key) and the top h
 their score (taken from the hit itself, so a part a later stage adds is logged without a change here).
 
 Logging must never cost a query its answer: records are buffered and every :data:`FLUSH_EVERY` of them go out
-in one bulk request on a writer thread, while the next queries are searched (:func:`logged_search`); the
+in one bulk request on a writer thread, while the next queries are searched (a pipeline logs each batch); the
 command waits only for the last request when it ends. The first failure to write is said once on stderr and
 turns the log off for the rest of the command. ``benchmarks/query_log_overhead.py`` measures the cost.
 """
@@ -15,30 +15,27 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from biorank.config import QUERY_LOG_INDEX
 from biorank.errors import BiorankError
-from biorank.mappings.query_log import QUERY_LOG_INDEX, query_log_index_body
+from biorank.store.mappings.query_log import query_log_index_body
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.ranker.searcher import Searcher
 
 FLUSH_EVERY = 128
 """Records per bulk request (~150 KB): one cheap request, written while the next 128 queries are searched; a
-multiple of ``search_many``'s 32-query batches, so :func:`logged_search`'s chunks add no search request."""
+multiple of the pipeline's 32-query batches."""
 TOP_HITS = 10
 """Hits kept per record: what a user looks at, whatever depth a run file needs."""
 WRITE_TIMEOUT_S = 10.0
-LAMBDA_MODES = ("hybrid", "hybrid-approx")
-"""The modes whose score λ weighs; other records carry no λ rather than one that did not count."""
 
 Warn = Callable[[str], None]
 
@@ -132,26 +129,6 @@ class QueryLog:
         if len(self._buffer) >= self.flush_every:
             self.flush()
 
-    def add_search(self, searcher: Searcher, query: str, hits: Sequence[Any], k: int,
-                   latency_ms: Mapping[str, float], *, query_id: str | None = None, system: str | None = None,
-                   batch: int = 1) -> None:
-        """Buffer the record of a query ``searcher`` answered, with its index, mode, λ and BM25 fields."""
-        mode = searcher.settings.mode
-        self.add(index=searcher.index, query=query, mode=mode, k=k, latency_ms=latency_ms, hits=hits,
-                 lam=searcher.lam if mode in LAMBDA_MODES else None, query_id=query_id, system=system,
-                 bm25_fields=None if mode.startswith("dense") else searcher.settings.field_set, batch=batch)
-
-    def add_run(self, searcher: Searcher, queries: Mapping[str, str], hits: Mapping[str, Sequence[Any]], k: int,
-                latencies: Mapping[str, Mapping[str, float]], batch: Mapping[str, int], *,
-                system: str | None = None) -> None:
-        """Buffer a record per query of a batched run, with the ``latencies`` and ``batch`` sizes of its
-        :class:`BatchClock`."""
-        if not self.enabled:
-            return
-        for qid, found in hits.items():
-            self.add_search(searcher, queries[qid], found, k, dict(latencies.get(qid, {})), query_id=qid,
-                            system=system, batch=batch.get(qid, 1))
-
     def flush(self) -> None:
         """Hand what is buffered to the writer thread and return; waits only while an earlier request is out."""
         if not self.enabled or not self._buffer:
@@ -231,45 +208,6 @@ def _reason(error: Any) -> str:
     return str(error)
 
 
-class BatchClock:
-    """Milliseconds per query of a batched run, measured from the progress ticks of ``search_many``.
-
-    ``Searcher.search_many`` answers queries in their order, one ``_msearch`` batch at a time, and reports
-    each batch's size when it is done: the time since the previous tick is the batch's, shared by its
-    queries. Use an instance as the ``progress`` callback; it passes every tick on to ``progress``.
-    """
-
-    def __init__(self, query_ids: Iterable[str], progress: Callable[[int], None] | None = None) -> None:
-        self._ids = list(query_ids)
-        self._progress = progress
-        self._done = 0
-        self.first_stage: dict[str, float] = {}
-        self.batch: dict[str, int] = {}
-        self._last = time.perf_counter()
-
-    def __call__(self, done: int) -> None:
-        now = time.perf_counter()
-        share = (now - self._last) * 1000 / max(done, 1)
-        for qid in self._ids[self._done : self._done + done]:
-            self.first_stage[qid] = share
-            self.batch[qid] = done
-        self._done += done
-        self._last = now
-        if self._progress is not None:
-            self._progress(done)
-
-    def latencies(self, stages: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
-        """Query → stage → ms, once the run is over: ``first_stage``, the later ``stages`` a system timed itself
-        (stage → query → ms: ``rerank``, ``snippets``), and ``total`` with an equal share of whatever ran after
-        the last batch (those stages included)."""
-        after = (time.perf_counter() - self._last) * 1000 / max(len(self.first_stage), 1)
-        latencies = {q: {"first_stage": ms, "total": ms + after} for q, ms in self.first_stage.items()}
-        for stage, per_query in (stages or {}).items():
-            for qid, ms in per_query.items():
-                latencies.setdefault(qid, {})[stage] = ms
-        return latencies
-
-
 def recent_queries(client: OpenSearch, index: str = QUERY_LOG_INDEX, *, last: int = 20,
                    searched_index: str | None = None) -> list[dict]:
     """The ``last`` records, newest first; ``searched_index`` keeps those of one documents index."""
@@ -285,18 +223,3 @@ def recent_queries(client: OpenSearch, index: str = QUERY_LOG_INDEX, *, last: in
         raise QueryLogError(f"no query log yet: index {index!r} does not exist (biorank query, search and eval "
                             "write it)") from None
     return [h["_source"] for h in response["hits"]["hits"]]
-
-
-def logged_search(log: QueryLog, searcher: Searcher, queries: Mapping[str, str], k: int, *,
-                  progress: Callable[[int], None] | None = None, system: str | None = None) -> dict[str, list]:
-    """``searcher.search_many`` in chunks of the log's bulk size, each chunk logged as soon as it is answered,
-    so that its records are written while the next chunk is searched."""
-    hits: dict[str, list] = {}
-    items = list(queries.items())
-    for start in range(0, len(items), log.flush_every):
-        chunk = dict(items[start : start + log.flush_every])
-        clock = BatchClock(chunk, progress)
-        found = searcher.search_many(chunk, k, progress=clock)
-        log.add_run(searcher, chunk, found, k, clock.latencies(), clock.batch, system=system)
-        hits.update(found)
-    return hits

@@ -32,7 +32,7 @@ def make_client(settings: ConnectionSettings, url: str) -> OpenSearch:
 
 
 def connect(
-    settings: ConnectionSettings | None = None,
+    settings: ConnectionSettings | str | None = None,
     *,
     start_local: bool = True,
     node: LocalNode | None = None,
@@ -40,12 +40,14 @@ def connect(
 ) -> OpenSearch:
     """A client that has answered once, so a down cluster fails here with one clear message.
 
-    With no URL configured this is the local node: it is started when it is not running (and
+    ``settings`` may be a URL; credentials and TLS options then come from the environment (``BIORANK_USER``,
+    ...). With no URL configured this is the local node: it is started when it is not running (and
     ``start_local`` allows), which is said on ``echo``.
     """
     from opensearchpy.exceptions import AuthenticationException, ConnectionError, TransportError
 
-    settings = settings or ConnectionSettings.from_env()
+    if not isinstance(settings, ConnectionSettings):
+        settings = ConnectionSettings.from_env().with_overrides(url=settings)
     if settings.url:
         url = settings.url
     else:

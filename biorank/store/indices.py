@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biorank.errors import BiorankError
-from biorank.mappings.documents import MAPPING_VERSION
+from biorank.store.record import IndexRecord
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
-
-
-REENCODING = "reencoding"
-"""Key of ``_meta.biorank`` that is present while ``biorank reindex-vectors`` re-encodes the index."""
-
-
-class IndexMismatch(BiorankError):
-    """The index exists but was built differently (another encoder or mapping version, or not by biorank)."""
 
 
 def sentences_index_name(index: str) -> str:
@@ -35,46 +26,6 @@ class IndexInfo:
     size_bytes: int
     model: str
     mapping_version: int
-
-
-def check_index_meta(client: OpenSearch, index: str, *, model: str | None = None) -> dict:
-    """The index's biorank record; refuses an index of another mapping version or encoder with the fix."""
-    mapping = client.indices.get_mapping(index=index)
-    meta = next(iter(mapping.values()))["mappings"].get("_meta", {}).get("biorank")
-    if not meta:
-        raise IndexMismatch(f"index {index!r} was not created by biorank; choose another --index name")
-    if meta.get("mapping_version") != MAPPING_VERSION:
-        raise IndexMismatch(
-            f"index {index!r} has mapping version {meta.get('mapping_version')}, this biorank writes "
-            f"{MAPPING_VERSION}; rebuild it with `biorank index ... --index {index} --recreate`"
-        )
-    if model is not None and REENCODING in meta:
-        # Its vectors are part old encoder, part new: neither encoder's queries would rank them fairly.
-        state = meta[REENCODING]
-        raise IndexMismatch(
-            f"index {index!r} is half re-encoded with {state.get('model')!r}; finish with `biorank "
-            f"reindex-vectors --index {index} --model {state.get('model_source') or state.get('model')}`"
-        )
-    if model is not None and meta.get("model") != model:
-        raise IndexMismatch(
-            f"index {index!r} was built with the encoder {meta.get('model')!r}, not {model!r}; use that "
-            f"encoder (--model), or rebuild with --recreate"
-        )
-    return meta
-
-
-def update_index_meta(client: OpenSearch, index: str, *, remove: Iterable[str] = (), **entries: object) -> dict:
-    """Set ``entries`` in the index's biorank record (tuned λ, a reranker, snippet weights) and drop the keys
-    in ``remove``; returns the record.
-
-    ``_meta`` is replaced as a whole by a mapping update, so the rest of the record is sent back with it.
-    """
-    mapping = client.indices.get_mapping(index=index)
-    meta = next(iter(mapping.values()))["mappings"].get("_meta", {})
-    biorank = {key: value for key, value in meta.get("biorank", {}).items() if key not in set(remove)}
-    biorank |= entries
-    client.indices.put_mapping(index=index, body={"_meta": {**meta, "biorank": biorank}})
-    return biorank
 
 
 def entries_in_order(client: OpenSearch, index: str, *, sort: Sequence[str], source: Sequence[str],
@@ -102,14 +53,15 @@ def list_indices(client: OpenSearch) -> list[IndexInfo]:
         meta = mappings[name]["mappings"].get("_meta", {}).get("biorank")
         if not meta or meta.get("kind") != "documents":
             continue
+        record = IndexRecord.from_meta(name, meta)
         documents = client.count(index=name, body={"query": {"term": {"block": 0}}})["count"]
-        sentences_index = meta.get("sentences_index")
+        sentences_index = record.sentences_index
         sentences = stats.get(sentences_index, {}).get("primaries", {}).get("docs", {}).get("count", 0)
         size = sum(stats.get(i, {}).get("total", {}).get("store", {}).get("size_in_bytes", 0)
                    for i in (name, sentences_index) if i)
         blocks = stats.get(name, {}).get("primaries", {}).get("docs", {}).get("count", 0)
-        rows.append(IndexInfo(name, documents, blocks, sentences, size, meta.get("model", "?"),
-                              meta.get("mapping_version", 0)))
+        rows.append(IndexInfo(name, documents, blocks, sentences, size, record.model or "?",
+                              record.mapping_version or 0))
     return rows
 
 

@@ -15,37 +15,35 @@ For the top documents of a query (after reranking where the system reranks), eve
 score over the first three perspectives: a document's score cannot contain itself, and within one document
 the a4 term is the same for every sentence, so it only decides between sentences of different documents.
 A system can also reorder its top documents by S_doc. The weights are tuned by
-:mod:`biorank.ranker.snippet_tuning` and stored with the index (``snippet_weights`` in its biorank record).
+:mod:`biorank.tuning.snippet_weights` and stored with the index (``snippet_weights`` in its biorank record).
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.indexer.records import Sentence
-from biorank.ranker.hybrid import dense_script_field
+from biorank.retrieval.fusion import min_max
+from biorank.retrieval.requests import dense_script_field
+from biorank.types import PERSPECTIVES, Advance, Answer, Hit, Sentence, Snippet
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     import numpy as np
 
-    from biorank.ranker.reranker import Reranker
-    from biorank.ranker.searcher import Hit, Searcher
+    from biorank.models.cross_encoder import CrossEncoder, Precision
+    from biorank.retrieval.searcher import Searcher
+    from biorank.store.record import IndexRecord
 
-PERSPECTIVES = ("relevance", "similarity", "lexical", "document")
-"""The sentence weights a1 … a4, in this order."""
 DOCUMENT_PARTS = ("bm25", "s1", "s2", "s3")
 """The document weights b1 … b4, in this order."""
 WEIGHT_VARIANTS = ("tuned", "equal", *PERSPECTIVES)
 """How a system names its weights: the index's tuned ones (equal until tuned), equal ones, or one perspective."""
-META_KEY = "snippet_weights"
 SNIPPETS_PER_QUERY = 10
 """BioASQ takes at most 10 snippets per question."""
 DOCUMENTS_PER_QUERY = 10
@@ -64,33 +62,6 @@ _MARK = ("\x02", "\x03")  # highlight tags: control characters never occur in in
 
 class SnippetError(BiorankError):
     """Snippets cannot be scored as asked (no sentences index, weights that do not fit, no cross-encoder)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Snippet(Sentence):
-    """A sentence found for a query: its section and offsets are BioASQ's ``beginSection`` (= ``endSection``,
-    a sentence never spans sections), ``offsetInBeginSection`` and ``offsetInEndSection`` (exclusive).
-
-    ``score`` is S_sent; the perspectives are the normalised values it was made of (None where the system did
-    not compute one); ``matches`` are the (begin, end) spans of query terms in ``text``, when asked for.
-    """
-
-    score: float = 0.0
-    relevance: float | None = None
-    similarity: float | None = None
-    lexical: float | None = None
-    document: float | None = None
-    matches: tuple[tuple[int, int], ...] = ()
-
-    def to_dict(self) -> dict:
-        """The snippet as JSON-ready data, with BioASQ's names for the offsets."""
-        data: dict[str, Any] = {"doc_id": self.doc_id, "section": self.section, "number": self.number,
-                                "offsetInBeginSection": self.begin, "offsetInEndSection": self.end,
-                                "text": self.text, "score": self.score}
-        data |= {p: getattr(self, p) for p in PERSPECTIVES if getattr(self, p) is not None}
-        if self.matches:
-            data["matches"] = [list(m) for m in self.matches]
-        return data
 
 
 Weights = tuple[float, float, float, float]
@@ -122,16 +93,15 @@ class SnippetWeights:
         return cls(sentence=tuple(float(p == perspective) for p in PERSPECTIVES))  # type: ignore[arg-type]
 
     @classmethod
-    def for_index(cls, meta: Mapping[str, Any]) -> SnippetWeights:
+    def for_index(cls, record: IndexRecord) -> SnippetWeights:
         """The weights ``biorank tune-snippets`` stored with the index, else equal ones."""
-        stored = meta.get(META_KEY)
-        return cls.from_dict(stored) if stored else cls()
+        return cls.from_dict(record.snippet_weights) if record.snippet_weights else cls()
 
     @classmethod
-    def named(cls, variant: str, meta: Mapping[str, Any]) -> SnippetWeights:
-        """The weights of a :data:`WEIGHT_VARIANTS` name for the index with biorank record ``meta``."""
+    def named(cls, variant: str, record: IndexRecord) -> SnippetWeights:
+        """The weights of a :data:`WEIGHT_VARIANTS` name for the index of ``record``."""
         if variant == "tuned":
-            return cls.for_index(meta)
+            return cls.for_index(record)
         return cls() if variant == "equal" else cls.single(variant)
 
     @classmethod
@@ -162,7 +132,7 @@ class SnippetWeights:
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
-    """``values`` scaled to [0, 1] within one query; all equal (or none) gives zeros.
+    """``values`` scaled to [0, 1] within one query; all equal (or none) gives zeros (:func:`min_max`).
 
     Why per-query min-max for every perspective: the scores only rank the sentences of one query, so what a
     perspective can contribute is its spread within the query. BM25 has no fixed scale (it grows with the
@@ -173,12 +143,7 @@ def minmax(values: np.ndarray) -> np.ndarray:
     """
     import numpy as np
 
-    if values.size == 0:
-        return values.astype(np.float64)
-    low, high = float(values.min()), float(values.max())
-    if not high > low:
-        return np.zeros(values.shape, dtype=np.float64)
-    return (values.astype(np.float64) - low) / (high - low)
+    return np.asarray(min_max(values, equal=0.0), dtype=np.float64)
 
 
 @dataclass(eq=False)
@@ -257,8 +222,6 @@ class SnippetRun:
     """Every candidate sentence of each query, best first."""
     hits: dict[str, list[Hit]]
     """The hits, with the top documents reordered by S_doc when the scorer re-scores, else as they came."""
-    ms: dict[str, float] = field(default_factory=dict)
-    """Milliseconds per query (a batch's time shared among its queries)."""
     k: int = SNIPPETS_PER_QUERY
 
     @property
@@ -271,45 +234,49 @@ class SnippetRun:
         return [s for s in self.ranked.get(qid, ()) if s.doc_id == doc_id][:n]
 
 
-def sentence_reranker(meta: Mapping[str, Any], index: str,
-                      reranker: Reranker | str | Path | None = None) -> Reranker | None:
-    """The cross-encoder of the relevance perspective, at sentence length: ``reranker``'s model (a loaded
-    reranker, a folder or a hub name), else the index's trained reranker, else None (no relevance)."""
-    from biorank.ranker.reranker import Reranker, index_reranker
+def sentence_reranker(record: IndexRecord, model: CrossEncoder | str | Path | None = None, *,
+                      precision: Precision = "auto") -> CrossEncoder | None:
+    """The cross-encoder of the relevance perspective, at sentence length: ``model`` (one loaded already, a
+    folder or a hub name), else the index's trained reranker, else None (no relevance)."""
+    from biorank.models.cross_encoder import CrossEncoder
+    from biorank.stages.rerank import index_reranker
 
-    if isinstance(reranker, Reranker):
-        return reranker.resized(max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
-    if reranker:
-        source = str(reranker)
-    elif (meta.get("reranker") or {}).get("model"):
-        source = index_reranker(meta, index)
+    if isinstance(model, CrossEncoder):
+        return model.resized(max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
+    if model:
+        source = str(model)
+    elif record.reranker:
+        source = index_reranker(record)
     else:
         return None
-    return Reranker(source, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
+    return CrossEncoder(source, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH, precision=precision)
 
 
 class SnippetScorer:
     """Scores the sentences of the top documents of queries from the four perspectives.
 
-    >>> scorer = SnippetScorer(searcher, reranker=sentence_reranker(searcher.meta, searcher.index))  # doctest: +SKIP
-    >>> run = scorer.score_many({"q": "vitamin D and fractures"}, {"q": hits})  # doctest: +SKIP
+    >>> scorer = SnippetScorer(searcher, reranker=sentence_reranker(searcher.record))  # doctest: +SKIP
+    >>> snippets = scorer.snippets("vitamin D and fractures", hits)  # doctest: +SKIP
     """
 
+    name = "snippets"
+
     def __init__(self, searcher: Searcher, *, weights: SnippetWeights | None = None,
-                 reranker: Reranker | None = None, rescore: bool = False, depth: int = DOCUMENTS_PER_QUERY,
-                 k: int = SNIPPETS_PER_QUERY) -> None:
+                 reranker: CrossEncoder | None = None, rescore: bool = False, depth: int = DOCUMENTS_PER_QUERY,
+                 k: int = SNIPPETS_PER_QUERY, highlight: bool = False) -> None:
         self.searcher = searcher
         self.client = searcher.client
         self.index = searcher.index
-        sentences = searcher.meta.get("sentences_index")
+        sentences = searcher.record.sentences_index
         if not sentences or not self.client.indices.exists(index=sentences):
             raise SnippetError(f"index {self.index!r} has no sentences index: re-index without --no-sentences")
         self.sentences_index = sentences
-        self.weights = weights or SnippetWeights.for_index(searcher.meta)
+        self.weights = weights or SnippetWeights.for_index(searcher.record)
         self.reranker = reranker
         self.rescore = rescore
         self.depth = depth
         self.k = k
+        self.highlight = highlight
 
     @property
     def notes(self) -> list[str]:
@@ -319,32 +286,45 @@ class SnippetScorer:
                     "perspective (train one with `biorank train-reranker`)"]
         return []
 
+    @property
+    def needs_encoder(self) -> bool:
+        """Whether the scores need query vectors (the similarity perspective)."""
+        return self.weights.uses("similarity")
+
+    def snippets(self, query: str, hits: Sequence[Hit]) -> list[Snippet]:
+        """Every sentence of the top documents of ``hits`` for ``query``, best first."""
+        return self.score_many({"q": query}, {"q": hits}, highlight=self.highlight).ranked["q"]
+
+    def run(self, answers: Sequence[Answer], depth: int) -> None:
+        """The pipeline's call: each answer gets its ranked sentences (and its hits re-scored, if asked); the
+        sentences come from the top :attr:`depth` documents, whatever the first stage's ``depth``."""
+        found = self.score_many({a.query_id: a.query for a in answers}, {a.query_id: a.hits for a in answers},
+                                highlight=self.highlight)
+        for answer in answers:
+            answer.snippets = found.ranked.get(answer.query_id, [])
+            answer.hits = found.hits.get(answer.query_id, answer.hits)
+
     def score_many(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]], *,
-                   highlight: bool = False, batch: int = 16,
-                   progress: Callable[[int], None] | None = None) -> SnippetRun:
+                   highlight: bool = False, batch: int = 16, progress: Advance | None = None) -> SnippetRun:
         """Every query's sentences ranked by S_sent, and its hits (re-scored by S_doc if asked)."""
         ranked: dict[str, list[Snippet]] = {}
         rescored: dict[str, list[Hit]] = {}
-        ms: dict[str, float] = {}
         perspectives = tuple(p for p in ("relevance", "similarity") if self.weights.uses(p))
         items = [q for q in queries if q in hits]
         for start in range(0, len(items), batch):
-            started = time.perf_counter()
             chunk = {q: queries[q] for q in items[start : start + batch]}
             candidates = self.candidates_many(chunk, hits, perspectives=perspectives, highlight=highlight)
             for qid, c in candidates.items():
                 order, s_sent, s_doc = c.ranking(self.weights)
                 ranked[qid] = _snippets(c, order, s_sent, s_doc)
                 rescored[qid] = rescore_hits(hits[qid], s_doc) if self.rescore else list(hits[qid])
-            share = (time.perf_counter() - started) * 1000 / len(chunk)
-            ms |= dict.fromkeys(chunk, share)
             if progress is not None:
                 progress(len(chunk))
-        return SnippetRun(ranked, rescored, ms, self.k)
+        return SnippetRun(ranked, rescored, self.k)
 
     def collect(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]], *, batch: int = 16,
                 perspectives: Sequence[str] = PERSPECTIVES,
-                progress: Callable[[int], None] | None = None) -> dict[str, SentenceCandidates]:
+                progress: Advance | None = None) -> dict[str, SentenceCandidates]:
         """The ``perspectives`` of every query's sentences, ``batch`` queries at a time: the cache tuning scores."""
         if "relevance" in perspectives and self.reranker is None:
             raise SnippetError(f"index {self.index!r} has no reranker for the relevance perspective: train one "
@@ -371,7 +351,7 @@ class SnippetScorer:
         asked = [q for q in queries if docs[q]]
         vectors: dict[str, list[float]] = {}
         if "similarity" in perspectives and asked:
-            from biorank.ranker.searcher import encode_queries
+            from biorank.retrieval.searcher import encode_queries
 
             vectors = encode_queries(self.searcher.encoder, {q: queries[q] for q in asked})
         lines: list[dict] = []
@@ -488,7 +468,7 @@ def _snippets(c: SentenceCandidates, order: np.ndarray, s_sent: np.ndarray, s_do
 def rescore_hits(hits: Sequence[Hit], s_doc: Sequence[float]) -> list[Hit]:
     """The hits with the first ``len(s_doc)`` ordered by S_doc (ties keep their order) and scored by it; the
     rest follow in their order with scores below, so a run file sorts as the list does."""
-    from biorank.ranker.reranker import place
+    from biorank.stages.rerank import place
 
     # The rerank score part stays: a +rerank+snippets+rescore hit keeps the cross-encoder's score beside S_doc.
     return place(hits, [float(s) for s in s_doc])

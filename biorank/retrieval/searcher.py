@@ -22,28 +22,25 @@ User text reaches the cluster only as ``match`` text and as script ``params``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.indexer.indices import check_index_meta
-from biorank.ranker.fusion import minmax_fusion, rrf_fusion
-from biorank.ranker.hybrid import DENSE_SCRIPT, MATCH_ALL, dense_script_field, hybrid_query
+from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
+from biorank.retrieval.requests import MATCH_ALL, SHIFT, search_body, text_query
+from biorank.store.record import IndexRecord, check_record
+from biorank.types import Hit
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.indexer.encoder import Encoder
+    from biorank.models.encoder import Encoder
 
 MODES = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax", "os-hybrid")
 OS_HYBRID_PIPELINE = "biorank-minmax"
 """The search pipeline of ``os-hybrid``: neural-search's normalisation, min-max and equal-weight mean."""
 FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
-DEFAULT_LAMBDA = 0.03
-"""λ when the index has no tuned one: the best of 0 … 1 on the dev split of SciFact train (``biorank
-tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at 0.05, 0.6665 at 0, 0.6948 at 1)."""
 MAX_QUERY_CHARS = 4000
-SHIFT = 1.0  # keeps script scores non-negative; unit vectors give ⟨q, p⟩ >= -1
 
 
 class QueryError(BiorankError):
@@ -52,7 +49,8 @@ class QueryError(BiorankError):
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How the first stage searches. ``lam=None`` takes the index's tuned λ, else :data:`DEFAULT_LAMBDA`.
+    """How the first stage searches. ``lam=None`` takes the index's tuned λ, else
+    :data:`~biorank.config.DEFAULT_LAMBDA`.
 
     ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that
     combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
@@ -80,34 +78,6 @@ class SearchSettings:
         return self.fields or ("text" if self.mode == "bm25" else "passage")
 
 
-@dataclass(frozen=True)
-class Hit:
-    """One document found; the score parts that apply to the mode are set, the others are None."""
-
-    id: str
-    title: str
-    rank: int
-    score: float
-    """What the ranking used: the mode's final score."""
-    bm25: float | None = None
-    dense: float | None = None
-    """⟨q, p⟩ of the document's best block (cosine: vectors are unit length)."""
-    hybrid: float | None = None
-    """λ·bm25 + dense."""
-    rerank: float | None = None
-    """The cross-encoder's score, for hits a reranker reordered (then also ``score``)."""
-    block: int = 0
-    explanation: dict | None = field(default=None, compare=False, repr=False)
-
-    def to_dict(self) -> dict:
-        """The hit as JSON-ready data, without the parts that do not apply and without the explanation."""
-        return {k: v for k, v in self.__dict__.items() if v is not None and k != "explanation"}
-
-
-def _collapse() -> dict:
-    return {"field": "id"}
-
-
 class Searcher:
     """Searches one biorank documents index.
 
@@ -119,31 +89,32 @@ class Searcher:
         self.client = client
         self.index = index
         self.settings = settings or SearchSettings()
-        self.meta = check_index_meta(client, index)
+        self.record: IndexRecord = check_record(client, index)
         self._encoder = encoder
         self._pipeline_ready = False
-        if encoder is not None and self._needs_encoder:
-            check_index_meta(client, index, model=encoder.model_name)
+        if encoder is not None and self.needs_encoder:
+            check_record(client, index, model=encoder.model_name)
 
     @property
     def lam(self) -> float:
         if self.settings.lam is not None:
             return self.settings.lam
-        return float(self.meta.get("lambda", DEFAULT_LAMBDA))
+        return self.record.lam
 
     @property
-    def _needs_encoder(self) -> bool:
+    def needs_encoder(self) -> bool:
+        """Whether this mode encodes queries (vectors, or word pieces of the query)."""
         return self.settings.mode != "bm25" or self.settings.field_set.startswith("wordpieces")
 
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            from biorank.indexer.encoder import Encoder
+            from biorank.models.encoder import Encoder
 
             # The index records how its encoder was named when it was built (a folder, a hub name), and
             # loading that again must give the same weights: the model check below makes sure of it.
-            self._encoder = Encoder(self.meta.get("model_source") or self.meta.get("model", "").rsplit("@", 1)[0])
-            check_index_meta(self.client, self.index, model=self._encoder.model_name)
+            self._encoder = Encoder(self.record.encoder_source)
+            check_record(self.client, self.index, model=self._encoder.model_name)
         return self._encoder
 
     def with_settings(self, **changes: Any) -> Searcher:
@@ -197,7 +168,7 @@ class Searcher:
             vectors = encode_queries(self.encoder, queries)
         pieces = self._pieces(queries)
         if mode in ("bm25", "dense", "dense-exact", "hybrid"):
-            bodies = {q: self._final_body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
+            bodies = {q: self._body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
                       for q in queries}
             answers = self._msearch(bodies, sent)
             return {q: self._hits(answers[q], mode) for q in queries}
@@ -207,9 +178,9 @@ class Searcher:
             return {q: self._os_hybrid(queries[q], vectors[q], pieces.get(q), k, sent) for q in queries}
         first: dict[tuple[str, str], dict] = {}
         for q in queries:
-            first[(q, "bm25")] = self._final_body("bm25", queries[q], None, pieces.get(q), K, MATCH_ALL, False,
+            first[(q, "bm25")] = self._body("bm25", queries[q], None, pieces.get(q), K, MATCH_ALL, False,
                                                   light=True)
-            first[(q, "dense")] = self._final_body("dense", queries[q], vectors[q], None, K, MATCH_ALL, False,
+            first[(q, "dense")] = self._body("dense", queries[q], vectors[q], None, K, MATCH_ALL, False,
                                                    light=True)
         answers = self._msearch(first, sent)
         if mode == "hybrid-approx":
@@ -220,7 +191,7 @@ class Searcher:
                 docs = sorted({h["_source"]["id"] for side in ("bm25", "dense")
                                for h in answers[(q, side)]["hits"]["hits"]})
                 candidates = {"terms": {"id": docs}}
-                bodies[q] = self._final_body("hybrid", queries[q], vectors[q], pieces.get(q), k, candidates,
+                bodies[q] = self._body("hybrid", queries[q], vectors[q], pieces.get(q), k, candidates,
                                              explain)
             final = self._msearch(bodies, sent)
             return {q: self._hits(final[q], "hybrid") for q in queries}
@@ -257,7 +228,7 @@ class Searcher:
             self._pipeline_ready = True
         K = self.settings.candidates
         body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
-            self._text_query(text, pieces), {"knn": {"embedding": {"vector": vector, "k": K}}}]}}}
+            text_query(self.settings.field_set, text, pieces), {"knn": {"embedding": {"vector": vector, "k": K}}}]}}}
         if sent is not None:
             sent.append((f"GET {self.index}/_search?search_pipeline={OS_HYBRID_PIPELINE}", body))
         response = self.client.search(index=self.index, body=body, params={"search_pipeline": OS_HYBRID_PIPELINE})
@@ -267,45 +238,16 @@ class Searcher:
         return [replace(hit, rank=rank) for rank, hit in
                 enumerate(_parse_hits(list(best.values())[:k], "os-hybrid", self.lam), 1)]
 
+    def _body(self, mode: str, text: str, vector: list[float] | None, pieces: str | None, size: int,
+              candidates: dict, explain: bool, *, light: bool = False) -> dict:
+        return search_body(mode, self.settings.field_set, text, vector, pieces, size, lam=self.lam,
+                           candidates=candidates, explain=explain, light=light)
+
     def _pieces(self, queries: dict[str, str]) -> dict[str, str]:
         if not self.settings.field_set.startswith("wordpieces"):
             return {}
         tokenized = self.encoder.tokenize_batch(list(queries.values()))
         return {q: " ".join(p) for q, p in zip(queries, tokenized, strict=True)}
-
-    def _text_query(self, text: str, pieces: str | None) -> dict:
-        fields = self.settings.field_set
-        if fields == "title+abstract":
-            return {"multi_match": {"query": text, "fields": ["title", "abstract"], "type": "most_fields"}}
-        if fields == "wordpieces":
-            return {"match": {"wordpieces": pieces}}
-        if fields == "wordpieces+bigrams":
-            return {"bool": {"should": [{"match": {"wordpieces": pieces}},
-                                        {"match": {"wordpieces.bigrams": pieces}}]}}
-        return {"match": {fields: text}}
-
-    def _final_body(self, mode: str, text: str, vector: list[float] | None, pieces: str | None, size: int,
-                    candidates: dict, explain: bool, *, light: bool = False) -> dict:
-        body: dict = {"size": size, "collapse": _collapse(), "_source": ["id", "title", "block"]}
-        if light:
-            # Candidate lists need ids and scores only.
-            body["_source"] = ["id"]
-        if mode == "bm25":
-            body["query"] = self._text_query(text, pieces)
-        elif mode == "dense":
-            # kNN returns blocks; asking for more than ``size`` leaves enough documents after collapsing.
-            body["query"] = {"knn": {"embedding": {"vector": vector, "k": max(size * 3, 100)}}}
-        elif mode == "dense-exact":
-            body["query"] = {"script_score": {"query": candidates, "script": {
-                "source": f"params.shift + ({DENSE_SCRIPT})",
-                "params": {"field": "embedding", "query_vector": vector, "shift": SHIFT}}}}
-        else:
-            body["query"] = hybrid_query(self._text_query(text, pieces), vector, lam=self.lam,
-                                         candidates=candidates, shift=SHIFT)
-            body["script_fields"] = {"dense": dense_script_field(vector)}
-        if explain:
-            body["explain"] = True
-        return body
 
     def _msearch(self, bodies: Mapping[Any, dict], sent: list[dict] | None) -> dict[Any, dict]:
         keys = list(bodies)

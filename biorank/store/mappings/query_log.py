@@ -15,7 +15,6 @@ Two parts grow as biorank does, without a mapping change:
 
 from __future__ import annotations
 
-QUERY_LOG_INDEX = "biorank-queries"
 QUERY_LOG_VERSION = 1
 """Raised whenever a field changes meaning; records are read by name, so older logs stay readable."""
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from biorank.ranker.searcher import Hit
+    from biorank.types import Hit
 
 
 def _merge(bm25: Sequence[Hit], dense: Sequence[Hit], scores: dict[str, float], k: int) -> list[Hit]:
@@ -32,11 +32,14 @@ def rrf_fusion(bm25: Sequence[Hit], dense: Sequence[Hit], *, k: int, rrf_k: int 
     return _merge(bm25, dense, scores, k)
 
 
-def min_max(values: Sequence[float]) -> list[float]:
-    """Scores scaled to [0, 1] by their own min and max."""
+def min_max(values: Sequence[float], *, equal: float = 1.0) -> list[float]:
+    """Scores scaled to [0, 1] by their own min and max; all equal (no order to keep) gives ``equal`` each.
+
+    Fusion and reranking take 1, as neural-search does: a list's documents stay above those it does not have.
+    Snippet perspectives take 0: a perspective that cannot tell a query's sentences apart adds nothing.
+    """
     low, high = min(values, default=0.0), max(values, default=0.0)
-    # Equal scores carry no order: every one gets the top value, as neural-search does.
-    return [(v - low) / (high - low) if high > low else 1.0 for v in values]
+    return [(float(v) - low) / (high - low) if high > low else equal for v in values]
 
 
 def _minmax(ranking: Sequence[Hit]) -> dict[str, float]:

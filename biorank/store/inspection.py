@@ -13,16 +13,14 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.indexer.indices import check_index_meta, list_indices
+from biorank.store.indices import list_indices
+from biorank.store.record import IndexRecord, check_record
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 VECTOR_SCRIPT = {"source": "doc['embedding'].size() == 0 ? null : doc['embedding'].value"}
 MAX_ENTRIES = 10_000
-BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "dimension", "settings",
-                        "block_tokens", "sentences_index", "documents_index"})
-"""``_meta.biorank`` keys set when an index is built; every other key was stored later (λ, tuned weights)."""
 SECTIONS = ("title", "abstract")
 FIELD_ORDER = ("id", "title", "journal", "year", "mesh", "abstract")
 """What a reader looks for first; the other stored fields follow by name."""
@@ -65,18 +63,18 @@ def _vector(hit: dict) -> dict | None:
     return asdict(vector) if vector else None
 
 
-def _meta(client: OpenSearch, index: str) -> dict:
+def _record(client: OpenSearch, index: str) -> IndexRecord:
     from opensearchpy.exceptions import NotFoundError
 
     try:
-        return check_index_meta(client, index)
+        return check_record(client, index)
     except NotFoundError:
         raise NotFound(f"no index {index!r}; `biorank indices` lists biorank's indices") from None
 
 
 def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocument:
     """Every stored entry of ``doc_id`` in ``index`` and its sentences index, vectors as dimension and norm."""
-    meta = _meta(client, index)
+    record = _record(client, index)
     body = {"size": MAX_ENTRIES, "query": {"term": {"id": doc_id}}, "sort": [{"block": "asc"}], "_source": True,
             "script_fields": {"embedding": {"script": VECTOR_SCRIPT}}}
     hits = client.search(index=index, body=body)["hits"]["hits"]
@@ -87,7 +85,7 @@ def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocum
     names = sorted(set(first) - {"_id", "vector", "passage", "wordpieces"},
                    key=lambda k: (FIELD_ORDER.index(k) if k in FIELD_ORDER else len(FIELD_ORDER), k))
     fields = {k: first[k] for k in names}
-    document = StoredDocument(index, doc_id, fields, blocks, meta.get("sentences_index"))
+    document = StoredDocument(index, doc_id, fields, blocks, record.sentences_index)
     if document.sentences_index and client.indices.exists(index=document.sentences_index):
         body = {"size": MAX_ENTRIES, "query": {"term": {"doc_id": doc_id}}, "_source": True,
                 "script_fields": {"embedding": {"script": VECTOR_SCRIPT}}}
@@ -126,29 +124,26 @@ class IndexStats:
 
 
 def index_stats(client: OpenSearch, index: str) -> IndexStats:
-    from biorank.ranker.searcher import DEFAULT_LAMBDA
-
-    meta = _meta(client, index)
+    record = _record(client, index)
     info = next((row for row in list_indices(client) if row.name == index), None)
     if info is None:
-        raise NotFound(f"{index!r} is a biorank {meta.get('kind', '?')} index, not a documents index")
-    sentences_index = meta.get("sentences_index")
+        raise NotFound(f"{index!r} is a biorank {record.kind} index, not a documents index")
+    sentences_index = record.sentences_index
     names = [i for i in (index, sentences_index) if i and client.indices.exists(index=i)]
     stats = client.indices.stats(index=",".join(names), metric="store")["indices"]
     sizes = {name: stats[name]["total"]["store"]["size_in_bytes"] for name in names}
     live = client.indices.get_settings(index=index, flat_settings=True)[index]["settings"]
-    settings = {**meta.get("settings", {})}
+    settings = dict(record.settings)
     for key in ("k1", "b"):
         # The similarity can be changed on a closed index after the build: what counts is what applies.
         if f"index.similarity.default.{key}" in live:
             settings[key] = float(live[f"index.similarity.default.{key}"])
     return IndexStats(
         index=index, sentences_index=sentences_index, documents=info.documents, blocks=info.blocks,
-        sentences=info.sentences, size_bytes=sizes, model=info.model, model_source=meta.get("model_source"),
-        dimension=meta.get("dimension"), mapping_version=info.mapping_version,
-        block_tokens=meta.get("block_tokens"), settings=settings,
-        lam=float(meta.get("lambda", DEFAULT_LAMBDA)), lambda_tuned="lambda" in meta,
-        tuned={k: v for k, v in meta.items() if k not in BUILD_KEYS},
+        sentences=info.sentences, size_bytes=sizes, model=info.model, model_source=record.model_source,
+        dimension=record.dimension, mapping_version=info.mapping_version,
+        block_tokens=record.block_tokens, settings=settings, lam=record.lam,
+        lambda_tuned=record.tuned_lambda is not None, tuned=record.tuned,
     )
 
 

@@ -1,0 +1,112 @@
+"""Commands that evaluate: systems side by side, and a BioASQ Phase A submission."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from biorank.cli import options
+from biorank.cli.main import cli
+from biorank.cli.render import echo, record_progress, stage_progress
+from biorank.config import ConnectionSettings
+from biorank.evaluation.measures import BEIR_MEASURES
+
+
+@cli.command("eval")
+@click.option("--qrels", "qrels_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="BEIR qrels TSV, TREC qrels, or SciFact claims_*.jsonl (evidence relevance).")
+@click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Queries to run (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT); needed with --systems.")
+@click.option("--systems", default="bm25,dense,hybrid", show_default=True,
+              help="Comma-separated systems to run; the first is the baseline of the significance tests. "
+                   + options.SYSTEMS_HELP)
+@click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--runs", "score_runs", is_flag=True,
+              help="Score the run files given as arguments instead of running systems: TREC runs, or BioASQ "
+                   "submissions (.json, scored with their snippets against a golden file).")
+@options.index_option()
+@click.option("--split", type=click.Choice(["dev", "rest", "all"]), default="all", show_default=True,
+              help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all.")
+@click.option("--measures", default=",".join(BEIR_MEASURES), show_default=True)
+@click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets of +snippets systems "
+                   "(BioASQ golden files carry their own).")
+@click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
+              default="min_gold_cutoff", show_default=True,
+              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before.")
+@click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Depth of each run.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
+              show_default=True, help="Where runs, table.md, table.json and the plots go.")
+@options.rerank_options
+@options.log_option
+@click.pass_obj
+def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path | None, systems: str,
+             run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, measures: str,
+             snippet_gold: Path | None, ap_denominator: str, k: int, out: Path, no_log: bool,
+             **rerank_options: object) -> None:
+    """Run systems over a query set (or read runs) and report every measure side by side.
+
+    \b
+    Examples:
+      biorank eval --queries ../shared/data/scifact/queries_train.jsonl \\
+                   --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev
+      biorank eval --runs bm25.trec hybrid.trec --qrels qrels.tsv
+    """
+    from biorank.experiment import Experiment, ExperimentError, run_experiment
+
+    if score_runs != bool(run_paths):
+        raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
+    experiment = Experiment(
+        qrels=qrels_path, queries=queries_path, systems=options.comma_list(systems, "--systems"), split=split,
+        measures=options.comma_list(measures, "--measures"), snippet_gold=snippet_gold, ap_denominator=ap_denominator,
+        k=k, out=out, pipeline=options.pipeline_settings(**rerank_options))
+    try:
+        if not run_paths:
+            experiment.query_file()  # a missing query file is a usage error, said before connecting
+    except ExperimentError as e:
+        raise click.UsageError(str(e)) from None
+    searcher = None if run_paths else options.searcher(settings, index_name, mode="bm25")
+    log = options.query_log(settings, searcher.client, "eval", no_log) if searcher else None
+    with stage_progress() as progress:
+        result = run_experiment(experiment, searcher, run_files=run_paths, log=log, progress=progress)
+    for note in result.notes:
+        echo(f"note: {note}")
+    click.echo(f"{qrels_path.name}, {split} split: {result.report.queries} judged queries, {experiment.notion}\n")
+    click.echo(result.report.markdown())
+    click.echo(f"\nwritten to {out}: " + ", ".join(p.name for p in result.written) +
+               ("" if run_paths else ", and a .trec run per system"))
+
+
+@cli.command("export-bioasq")
+@click.option("--questions", "questions_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="BioASQ questions JSON ({\"questions\": [{\"id\", \"body\", ...}]}), golden or test set.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The submission JSON to write.")
+@options.index_option()
+@click.option("--system", default="hybrid", show_default=True,
+              help="The system for the documents (see biorank eval --help); snippets come from its top 10.")
+@options.rerank_options
+@click.pass_obj
+def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Path, index_name: str,
+                  system: str, **rerank_options: object) -> None:
+    """Write a BioASQ Phase A submission: per question at most 10 documents and 10 snippets with offsets."""
+    import json
+
+    from biorank.evaluation.phase_a import submission
+    from biorank.evaluation.topics import read_queries
+    from biorank.pipeline import Pipeline, with_snippets
+
+    questions = read_queries(questions_path)
+    searcher = options.searcher(settings, index_name, mode="bm25")
+    system_settings = options.pipeline_settings(searcher, **rerank_options).with_system(with_snippets(system))
+    pipeline = Pipeline(system_settings, searcher)
+    for note in pipeline.notes:
+        echo(f"note: {note}")
+    with record_progress(pipeline.name, len(questions) * len(pipeline.stages), "queries") as advance:
+        answers = pipeline.run(questions, 10, progress=advance)
+    body = submission(list(questions.items()), {q: [h.id for h in a.hits] for q, a in answers.items()},
+                      {q: a.top_snippets() for q, a in answers.items()})
+    output.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    snippets = sum(len(q["snippets"]) for q in body["questions"])
+    click.echo(f"{len(body['questions'])} questions, {snippets} snippets written to {output}")

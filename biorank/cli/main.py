@@ -1,0 +1,75 @@
+"""The command group: global connection options, and every error a user can act on as one line."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from biorank.config import ConnectionSettings
+from biorank.errors import BiorankError
+
+
+class _Group(click.Group):
+    """Turns the errors a user can act on into one line and exit status 1, never a traceback."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except BiorankError as e:
+            raise click.ClickException(str(e)) from None
+        except Exception as e:
+            opensearch = sys.modules.get("opensearchpy.exceptions")
+            if opensearch is not None and isinstance(e, opensearch.ConnectionError):
+                raise click.ClickException(f"lost the connection to OpenSearch: {e.error}") from None
+            if opensearch is not None and isinstance(e, opensearch.NotFoundError) and \
+                    e.error == "index_not_found_exception":
+                raise click.ClickException(f"no such index: {e.info.get('error', {}).get('index', e)}; "
+                                           "`biorank indices` lists them") from None
+            raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--url", help="An existing cluster, e.g. https://search.example.org:9200 [env: BIORANK_URL]. "
+              "Without it, biorank uses its local node and starts it when needed.")
+@click.option("--user", help="User name for a secured cluster [env: BIORANK_USER].")
+@click.option("--password", help="Password for a secured cluster [env: BIORANK_PASSWORD, which keeps it out of "
+              "`ps` and the shell history].")
+@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False),
+              help="CA certificate to verify the cluster's TLS certificate [env: BIORANK_CA_FILE].")
+@click.option("--verify/--no-verify", default=None,
+              help="Verify TLS certificates (default on) [env: BIORANK_VERIFY=false turns it off].")
+@click.version_option(package_name="biorank")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, user: str | None, password: str | None,
+        ca_file: str | None, verify: bool | None) -> None:
+    """biorank: hybrid BM25 + dense search, reranking and snippets for biomedical abstracts.
+
+    \b
+    First steps:
+      biorank demo                                start the local node, index 300 SciFact abstracts, search them
+      biorank index corpus.jsonl --index scifact  index a collection (PubMed XML, JSON Lines, ...)
+      biorank query "..." --index scifact         search it (hybrid by default; --mode to choose)
+      biorank tune-lambda --queries Q --qrels R   tune the hybrid's λ on the dev split
+      biorank eval --queries Q --qrels R          bm25, dense and hybrid side by side, with plots
+      biorank cluster status                      where the local node is and whether it runs
+    """
+    ctx.obj = ConnectionSettings.from_env().with_overrides(
+        url=url, user=user, password=password, ca_file=ca_file, verify=verify
+    )
+
+
+def main() -> None:
+    cli(prog_name="biorank")
+
+
+# The command modules register themselves on the group.
+from biorank.cli import (  # noqa: E402
+    cluster,  # noqa: F401
+    evaluate,  # noqa: F401
+    indexing,  # noqa: F401
+    inspect,  # noqa: F401
+    searching,  # noqa: F401
+    training,  # noqa: F401
+    tuning,  # noqa: F401
+)

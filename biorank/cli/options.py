@@ -1,0 +1,152 @@
+"""Options that several commands share, and the objects they turn into. Defaults come from the library's
+settings dataclasses and :mod:`biorank.config`, never from literals here: one place decides each default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from biorank.cli.render import echo
+from biorank.config import DEFAULT_INDEX, SEED, ConnectionSettings
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from biorank.pipeline import PipelineSettings
+    from biorank.retrieval.searcher import Searcher
+    from biorank.store.query_log import QueryLog
+
+MODE_HELP = ("bm25 | dense (kNN on HNSW) | dense-exact | hybrid (exact λ·BM25 + ⟨q,p⟩ over every block) | "
+             "hybrid-approx (the same over the BM25 and kNN top K) | rrf | minmax (fusions, for comparison) | "
+             "os-hybrid (neural-search's own hybrid query and min-max pipeline)")
+SYSTEMS_HELP = ("Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, hybrid-approx, "
+                "rrf, minmax, os-hybrid; NAME+rerank reorders the top --rerank-depth with the cross-encoder; "
+                "NAME+snippets (or NAME+rerank+snippets) also returns snippets, scored with the weights "
+                "tune-snippets stored (-equal, -relevance, -similarity, -lexical or -document after +snippets "
+                "choose others), and +rescore after that reorders the top 10 by S_doc.")
+
+
+def default(settings_class: type, name: str) -> Any:
+    """The default of field ``name`` of a settings dataclass: what an option shows and falls back to."""
+    found = next(f for f in fields(settings_class) if f.name == name)
+    return found.default
+
+
+def apply(command: Callable, options: list[Callable]) -> Callable:
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def index_option(help: str = "Documents index; its sentences are in NAME-sentences.") -> Callable:
+    return click.option("--index", "index_name", default=DEFAULT_INDEX, show_default=True, help=help)
+
+
+def seed_option(help: str = "Seed of everything drawn at random.") -> Callable:
+    return click.option("--seed", default=SEED, show_default=True, help=help)
+
+
+def log_option(command: Callable) -> Callable:
+    return click.option("--no-log", is_flag=True, help="Do not write these queries to the query log "
+                        "(biorank-queries) [env: BIORANK_QUERY_LOG=0].")(command)
+
+
+def search_options(command: Callable) -> Callable:
+    """The options of the first stage, for every command that runs one."""
+    from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
+
+    return apply(command, [
+        index_option(),
+        click.option("--mode", type=click.Choice(MODES), default=default(SearchSettings, "mode"), show_default=True,
+                     help=MODE_HELP),
+        click.option("--lambda", "lam", type=click.FloatRange(0, 1e6), default=None,
+                     help="λ of the hybrid [default: the index's tuned λ, else 0.03]."),
+        click.option("--fields", type=click.Choice(FIELD_SETS), default=None,
+                     help="BM25 field set [default: text for bm25, passage when combined with vectors]."),
+        click.option("--candidates", type=click.IntRange(1, 10_000), default=default(SearchSettings, "candidates"),
+                     show_default=True, help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
+    ])
+
+
+def rerank_options(command: Callable) -> Callable:
+    """The options of the cross-encoder stage, for every command that can rerank."""
+    from biorank.pipeline import PipelineSettings
+
+    return apply(command, [
+        click.option("--reranker", "reranker_model", default=None,
+                     help="Cross-encoder: a local folder or hub name [default: the index's, from train-reranker]."),
+        click.option("--rerank-depth", type=click.IntRange(1, 1000),
+                     default=default(PipelineSettings, "rerank_depth"), show_default=True,
+                     help="How many first-stage hits the cross-encoder reorders."),
+        click.option("--rerank-weight", type=click.FloatRange(0, 1), default=default(PipelineSettings, "rerank_weight"),
+                     show_default=True,
+                     help="The cross-encoder's share of the final score, the first stage's the rest (both "
+                          "min-max normalised over the reranked hits); 1 orders by the cross-encoder alone."),
+        click.option("--rerank-precision", type=click.Choice(["auto", "fp32", "bf16", "int8"]),
+                     default=default(PipelineSettings, "precision"), show_default=True,
+                     help="auto: bf16 where the CPU computes it natively, else fp32."),
+    ])
+
+
+def training_options(command: Callable) -> Callable:
+    """The options both trainers take: the training queries, their judgements and the index."""
+    return apply(command, [
+        click.option("--queries", "queries_path", required=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Training queries (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT, BioASQ JSON)."),
+        click.option("--qrels", "qrels_path", required=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Their judgements; the dev split of the judged queries is held out for validation."),
+        index_option("Documents index: the texts, BM25 negatives and validation come from it."),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+                     help="Folder for the model, its model card (README.md) and training.json."),
+        click.option("--max-steps", type=click.IntRange(1), default=None,
+                     help="Stop after this many steps (a quick try)."),
+        seed_option(),
+    ])
+
+
+def client(settings: ConnectionSettings) -> OpenSearch:
+    from biorank.store.client import connect
+
+    return connect(settings, echo=echo)
+
+
+def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Searcher:
+    """The searcher of ``index_name`` with first-stage settings ``search`` (mode, lam, fields, candidates)."""
+    from biorank.retrieval.searcher import Searcher, SearchSettings
+
+    given = {key: value for key, value in search.items() if value is not None}
+    return Searcher(client(settings), index_name, SearchSettings(**given))
+
+
+def pipeline_settings(searcher: Searcher | None = None, *, reranker_model: str | None = None,
+                      rerank_depth: int | None = None, rerank_weight: float | None = None,
+                      rerank_precision: str | None = None, **flags: Any) -> PipelineSettings:
+    """The pipeline settings of a command's options over ``searcher``'s first stage; ``flags`` are the other
+    fields (rerank, snippets, ...)."""
+    from biorank.pipeline import PipelineSettings
+
+    given = {"search": searcher.settings if searcher else None, "reranker": reranker_model,
+             "rerank_depth": rerank_depth, "rerank_weight": rerank_weight, "precision": rerank_precision, **flags}
+    return PipelineSettings(**{k: v for k, v in given.items() if v is not None})
+
+
+def query_log(settings: ConnectionSettings, client: OpenSearch, command: str, no_log: bool) -> QueryLog:
+    """This command's query log; what it buffers is written when the command ends, whatever the outcome."""
+    from biorank.store.query_log import QueryLog
+
+    log = QueryLog(client, settings.query_log_index, command=command, enabled=settings.query_log and not no_log,
+                   warn=echo)
+    click.get_current_context().call_on_close(log.close)
+    return log
+
+
+def comma_list(value: str, option: str) -> tuple[str, ...]:
+    """The non-empty items of a comma-separated option; none at all is a usage error."""
+    items = tuple(item.strip() for item in value.split(",") if item.strip())
+    if not items:
+        raise click.BadParameter("give at least one name", param_hint=option)
+    return items

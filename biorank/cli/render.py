@@ -1,0 +1,161 @@
+"""How the CLI shows things: tables, hits, snippets and progress. Every value that comes from an index or a user
+is printed as plain text (a :class:`rich.text.Text`), never parsed as markup: a title with ``[/]`` or
+``[link=…]`` in it is shown as written."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from biorank.types import Answer, Hit
+
+PLAIN_EVERY_S = 5.0
+"""How often a progress line is printed when stderr is not a terminal (a pipe, a CI log)."""
+
+
+def echo(message: str) -> None:
+    """A message for the user beside the output: to stderr, so the output stays pipeable."""
+    click.echo(message, err=True)
+
+
+def console(*, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def plain(value: object) -> Any:
+    """``value`` as text that rich prints literally."""
+    from rich.text import Text
+
+    return Text("" if value is None else str(value))
+
+
+def shorten(value: object, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]], *, header: bool = True,
+          no_wrap: Sequence[str] = (), right: Sequence[str] = ()) -> Table:
+    from rich.table import Table
+
+    result = Table(title=plain(title) if title else None, title_justify="left", show_header=header)
+    for column in columns:
+        result.add_column(plain(column), overflow="fold", no_wrap=column in no_wrap,
+                          justify="right" if column in right else "left")
+    for row in rows:
+        result.add_row(*(plain(cell) for cell in row))
+    return result
+
+
+def hits_table(hits: Sequence[Hit], title: str) -> Table:
+    """Rank, id, every score part that applies, and the title."""
+    parts = [name for name in ("bm25", "dense", "hybrid", "rerank") if any(getattr(h, name) is not None for h in hits)]
+    # The final score gets a column of its own only where it is not one of the parts (the fusions).
+    if any(all(h.score != getattr(h, name) for name in parts) for h in hits):
+        parts.append("score")
+    rows = [(hit.rank, hit.id, *(f"{getattr(hit, p):.4f}" if getattr(hit, p) is not None else "" for p in parts),
+             hit.title) for hit in hits]
+    return table(title, ["rank", "id", *parts, "title"], rows, no_wrap=("id",), right=("rank", *parts))
+
+
+def print_snippets(answer: Answer, per_hit: int = 3) -> None:
+    """Each hit's best sentences, the query terms that matched in bold."""
+    from rich.text import Text
+
+    out = console()
+    for hit in answer.hits:
+        best = answer.snippets_of(hit.id, per_hit)
+        if not best:
+            continue
+        out.print(Text(f"#{hit.rank} {hit.id}  {hit.title}", style="bold", overflow="fold"))
+        for s in best:
+            sentence = Text(s.text)
+            for begin, end in s.matches:
+                sentence.stylize("bold yellow", begin, end)
+            out.print(Text(f"  {s.score:.3f}  {s.section} {s.begin}-{s.end}  ", style="dim") + sentence)
+
+
+def explanation_text(node: dict | None, depth: int = 0) -> str:
+    if not node:
+        return "(no explanation returned)"
+    lines = [f"{'  ' * depth}{node.get('value', 0):.4f}  {node.get('description', '')}"]
+    lines += [explanation_text(child, depth + 1) for child in node.get("details", [])]
+    return "\n".join(lines)
+
+
+class _PlainProgress:
+    """Progress as a line every :data:`PLAIN_EVERY_S` seconds (done/total, rate, time left), for a stderr that is
+    not a terminal, where a bar would print nothing useful for as long as the work takes."""
+
+    def __init__(self, what: str, total: int, unit: str) -> None:
+        self.what, self.total, self.unit = what, total, unit
+        self.done = 0
+        self.started = self.said = time.monotonic()
+
+    def advance(self, n: int, done: int | None = None) -> None:
+        self.done = self.done + n if done is None else done
+        now = time.monotonic()
+        if now - self.said >= PLAIN_EVERY_S or self.done >= self.total:
+            self.said = now
+            elapsed = max(now - self.started, 1e-9)
+            rate = self.done / elapsed
+            left = (self.total - self.done) / rate if rate > 0 else float("inf")
+            eta = f", {left:.0f} s left" if left != float("inf") and self.done < self.total else ""
+            echo(f"{self.what}: {self.done}/{self.total} {self.unit}, {rate:.1f}/s{eta}")
+
+
+@contextlib.contextmanager
+def record_progress(what: str, total: int, unit: str = "records") -> Iterator[Callable[[int], None]]:
+    """Progress on stderr (``unit`` done of ``total``, per second, time left); yields its advance function."""
+    if not sys.stderr.isatty():
+        yield _PlainProgress(what, total, unit).advance
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TextColumn(f"{unit} {{task.fields[rate]:.1f}}/s"), TimeRemainingColumn(),
+                  console=console(stderr=True)) as bar:
+        task = bar.add_task(what, total=total, rate=0.0)
+
+        def advance(records: int) -> None:
+            bar.advance(task, records)
+            elapsed = bar.tasks[task].elapsed or 0
+            bar.update(task, rate=bar.tasks[task].completed / elapsed if elapsed else 0.0)
+
+        yield advance
+
+
+@contextlib.contextmanager
+def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """Progress for work in stages: the yielded function takes (stage, done, total), a bar or line per stage."""
+    if not sys.stderr.isatty():
+        lines: dict[str, _PlainProgress] = {}
+
+        def say(stage: str, done: int, total: int) -> None:
+            lines.setdefault(stage, _PlainProgress(stage, total, "done")).advance(0, done)
+
+        yield say
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=console(stderr=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield update

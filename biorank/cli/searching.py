@@ -1,0 +1,116 @@
+"""Commands that search: the demo, one query, a query set into a TREC run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from biorank.cli import options
+from biorank.cli.main import cli
+from biorank.cli.render import console, echo, explanation_text, hits_table, print_snippets, record_progress
+from biorank.config import ConnectionSettings
+
+
+@cli.command()
+@click.option("--query", "-q", default=None, help="What to ask (default: a question about vitamin B12).")
+@click.option("-k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many hits to show.")
+@options.log_option
+@click.pass_obj
+def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) -> None:
+    """Index 300 real SciFact abstracts on the local node (or --url) and search them with the exact hybrid."""
+    from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, index_sample
+    from biorank.models.encoder import Encoder
+    from biorank.pipeline import Pipeline
+    from biorank.retrieval.searcher import Searcher
+
+    client = options.client(settings)
+    encoder = Encoder()
+    with record_progress("indexing the sample", SAMPLE_SIZE) as advance:
+        report = index_sample(client, encoder=encoder, progress=advance)
+    echo(f"{DEMO_INDEX}: {SAMPLE_SIZE} SciFact abstracts ready ({report.indexed} indexed now, "
+         f"{report.unchanged} already in)")
+    pipeline = Pipeline.build("hybrid", Searcher(client, DEMO_INDEX, encoder=encoder))
+    answer = pipeline.search(query or DEMO_QUERY, k, log=options.query_log(settings, client, "demo", no_log))
+    console().print(hits_table(answer.hits, f"hybrid top {k} (λ = {pipeline.searcher.lam:g}) for: {answer.query}"))
+    echo(f"next: biorank query \"...\" --index {DEMO_INDEX} [--mode bm25|dense|hybrid|...] [--show-query]")
+
+
+@cli.command()
+@click.argument("text")
+@options.search_options
+@click.option("-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many documents.")
+@click.option("--json", "as_json", is_flag=True, help="Hits as JSON lines (id, title, rank, score parts).")
+@click.option("--show-query", is_flag=True, help="Print every request body sent, for Dashboards Dev Tools.")
+@click.option("--explain", is_flag=True, help="Ask OpenSearch how each score was made and print it.")
+@click.option("--rerank", is_flag=True, help="Reorder the top --rerank-depth hits with the cross-encoder.")
+@options.rerank_options
+@click.option("--snippets", is_flag=True, help="Show each hit's best sentences (relevance, similarity, BM25 and "
+              "document score, weighted as tuned by tune-snippets) with the query terms highlighted.")
+@click.option("--rescore", is_flag=True, help="Also reorder the top 10 hits by S_doc, their score from their best "
+              "sentences (implies --snippets).")
+@options.log_option
+@click.pass_obj
+def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, lam: float | None,
+          fields: str | None, candidates: int, k: int, as_json: bool, show_query: bool, explain: bool,
+          rerank: bool, snippets: bool, rescore: bool, no_log: bool, **rerank_options: object) -> None:
+    """Search the index for TEXT and show the documents with every part of their score.
+
+    \b
+    Examples:
+      biorank query "vitamin B12 deficiency and homocysteine" --index scifact
+      biorank query "BRCA1 and breast cancer risk" --mode bm25 --fields wordpieces+bigrams
+      biorank query "statins in sepsis" --mode hybrid --lambda 0.1 --show-query
+      biorank query "vitamin D and tuberculosis" --index scifact --rerank --snippets
+    """
+    import json
+
+    from biorank.pipeline import Pipeline
+
+    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates)
+    pipeline = Pipeline(options.pipeline_settings(
+        searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
+        highlight=not as_json, explain=explain, **rerank_options), searcher)
+    if show_query:
+        for request, body in pipeline.requests(text, k):
+            click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")
+    for note in pipeline.notes:
+        echo(f"note: {note}")
+    answer = pipeline.search(text, k, log=options.query_log(settings, searcher.client, "query", no_log))
+    if as_json:
+        for line in answer.to_dicts():
+            click.echo(json.dumps(line, ensure_ascii=False))
+    else:
+        console().print(hits_table(answer.hits, f"{pipeline.name} top {k} in {index_name}" + (
+            f" (λ = {pipeline.searcher.lam:g})" if "hybrid" in mode else "")))
+        if answer.snippets is not None:
+            print_snippets(answer)
+    if explain:
+        for hit in answer.hits:
+            click.echo(f"\n#{hit.rank} {hit.id}\n{explanation_text(hit.explanation)}")
+
+
+@cli.command()
+@click.option("--queries", "queries_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="BEIR queries.jsonl, SciFact claims_*.jsonl, or ID<TAB>TEXT lines.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="TREC run file to write.")
+@options.search_options
+@click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Documents per query.")
+@options.log_option
+@click.pass_obj
+def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, mode: str,
+           lam: float | None, fields: str | None, candidates: int, k: int, no_log: bool) -> None:
+    """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
+    from biorank.evaluation.runs import write_trec
+    from biorank.evaluation.topics import read_queries
+    from biorank.pipeline import Pipeline
+
+    queries = read_queries(queries_path)
+    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates)
+    pipeline = Pipeline(options.pipeline_settings(searcher), searcher)
+    with record_progress(pipeline.name, len(queries), "queries") as advance:
+        answers = pipeline.run(queries, k, progress=advance,
+                               log=options.query_log(settings, searcher.client, "search", no_log))
+    lines = write_trec(output, {q: a.hits for q, a in answers.items()}, tag=f"biorank-{mode}")
+    click.echo(f"{len(answers)} queries, {lines} lines written to {output}")

@@ -1,0 +1,302 @@
+"""One pipeline: the first stage, then the cross-encoder, then snippets — what ``query``, ``search``, ``eval``,
+``export-bioasq``, ``tune-snippets`` and the server all run, so what is served is what is evaluated.
+
+A pipeline is built once, from a system name or settings: each stage is constructed once (its models loaded
+before any query, so no query's time includes a load), every stage has the same shape (``run(answers, depth)``
+over a batch of :class:`~biorank.types.Answer`), and one clock times them: each stage over a batch, its time
+shared equally among the batch's queries.
+
+System names are a small grammar: a first stage (:data:`FIRST_STAGES`), then ``+rerank``, then ``+snippets``
+with an optional weights variant (``-equal``, ``-relevance``, ``-similarity``, ``-lexical``, ``-document``),
+then ``+rescore``: ``hybrid+rerank+snippets-lexical+rescore``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from biorank.errors import BiorankError
+from biorank.retrieval.searcher import SearchSettings
+from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker
+from biorank.stages.snippets import DOCUMENTS_PER_QUERY, WEIGHT_VARIANTS, SnippetScorer, SnippetWeights
+from biorank.types import Advance, Answer
+
+if TYPE_CHECKING:
+    from biorank.models.cross_encoder import CrossEncoder, Precision
+    from biorank.retrieval.searcher import Searcher
+    from biorank.stages.snippets import SentenceCandidates
+    from biorank.store.query_log import QueryLog
+
+FIRST_STAGES: dict[str, dict[str, Any]] = {
+    "bm25": {"mode": "bm25", "fields": "text"},
+    "bm25-passage": {"mode": "bm25", "fields": "passage"},
+    "bm25-wordpieces": {"mode": "bm25", "fields": "wordpieces"},
+    "bm25-bigrams": {"mode": "bm25", "fields": "wordpieces+bigrams"},
+    "dense": {"mode": "dense"},
+    "dense-exact": {"mode": "dense-exact"},
+    "hybrid": {"mode": "hybrid"},
+    "hybrid-approx": {"mode": "hybrid-approx"},
+    "rrf": {"mode": "rrf"},
+    "minmax": {"mode": "minmax"},
+    "os-hybrid": {"mode": "os-hybrid"},
+}
+"""First-stage systems by name; the index's tuned λ applies unless the settings name one."""
+RERANK = "+rerank"
+SNIPPETS = "+snippets"
+RESCORE = "+rescore"
+BATCH = 32
+"""Queries per batch through every stage: one ``_msearch``, one read of the texts to rerank."""
+LAMBDA_MODES = ("hybrid", "hybrid-approx")
+"""The modes whose score λ weighs; a log record of another mode carries no λ rather than one that did not count."""
+
+
+class PipelineError(BiorankError):
+    """A system name outside the grammar, or settings no pipeline can run."""
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """What a pipeline runs. ``reranker=None`` takes the index's own; ``snippets`` is a weights variant
+    (:data:`~biorank.stages.snippets.WEIGHT_VARIANTS`), None for no snippets; ``rescore`` reorders the top
+    documents by S_doc (implies snippets)."""
+
+    search: SearchSettings = field(default_factory=SearchSettings)
+    rerank: bool = False
+    reranker: str | None = None
+    rerank_depth: int = DEFAULT_DEPTH
+    rerank_weight: float = DEFAULT_WEIGHT
+    precision: Precision = "auto"
+    snippets: str | None = None
+    rescore: bool = False
+    highlight: bool = False
+    """Mark the query terms in snippets (what a person reads; evaluation does without)."""
+    explain: bool = False
+    """Ask OpenSearch how each first-stage score was made."""
+
+    def __post_init__(self) -> None:
+        if self.rescore and self.snippets is None:
+            object.__setattr__(self, "snippets", "tuned")
+        if self.snippets is not None and self.snippets not in WEIGHT_VARIANTS:
+            raise PipelineError(f"unknown snippet weights {self.snippets!r}; choose one of "
+                                f"{', '.join(WEIGHT_VARIANTS)}")
+        if self.rerank_depth < 1:
+            raise PipelineError(f"the rerank depth must be at least 1, not {self.rerank_depth}")
+        if not 0.0 <= self.rerank_weight <= 1.0:
+            raise PipelineError(f"the reranker's weight must be between 0 and 1, not {self.rerank_weight}")
+
+    @classmethod
+    def parse(cls, name: str, **changes: Any) -> PipelineSettings:
+        """The settings of system ``name`` (see the module's grammar); ``changes`` set the other fields."""
+        stages, found, tail = name.strip().partition(SNIPPETS)
+        variant, rescore = None, False
+        if found:
+            rescore = tail.endswith(RESCORE)
+            tail = tail.removesuffix(RESCORE)
+            variant = tail.removeprefix("-") if tail.startswith("-") else "tuned" if not tail else ""
+            if variant not in WEIGHT_VARIANTS or tail == "-tuned":
+                raise PipelineError(f"unknown system {name!r}: +snippets takes "
+                                  f"{', '.join('-' + v for v in WEIGHT_VARIANTS[1:])} (or nothing, the tuned "
+                                  f"weights) and then {RESCORE}")
+        base = stages.removesuffix(RERANK)
+        if base not in FIRST_STAGES or stages not in (base, base + RERANK):
+            raise PipelineError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
+                              f"-equal or one perspective and {RESCORE}")
+        search = replace(changes.pop("search", SearchSettings()), **FIRST_STAGES[base])
+        return cls(search=search, rerank=stages.endswith(RERANK), snippets=variant, rescore=rescore, **changes)
+
+    def with_system(self, name: str) -> PipelineSettings:
+        """The stages of system ``name`` with everything else of these settings (λ, K, reranker, depth, weight,
+        precision): how ``eval`` runs several systems with one set of options."""
+        system = PipelineSettings.parse(name)
+        return replace(self, search=replace(self.search, mode=system.search.mode, fields=system.search.fields),
+                       rerank=system.rerank, snippets=system.snippets, rescore=system.rescore)
+
+    @property
+    def name(self) -> str:
+        """The system name of these settings (the grammar's), or the mode and field set where no name fits."""
+        wanted = {"mode": self.search.mode, "fields": self.search.fields}
+        base = next((n for n, s in FIRST_STAGES.items() if {"fields": None, **s} == wanted), None)
+        if base is None and self.search.mode == "bm25" and self.search.fields is None:
+            base = "bm25"
+        name = base or f"{self.search.mode}({self.search.field_set})"
+        name += RERANK if self.rerank else ""
+        if self.snippets is not None:
+            name += SNIPPETS + ("" if self.snippets == "tuned" else f"-{self.snippets}")
+            name += RESCORE if self.rescore else ""
+        return name
+
+
+def system_names() -> list[str]:
+    """Every first stage, with and without the reranker and snippets."""
+    return [f"{name}{rerank}{snippets}" for name in FIRST_STAGES for rerank in ("", RERANK)
+            for snippets in ("", SNIPPETS)]
+
+
+def with_snippets(name: str) -> str:
+    """System ``name``, with snippets if it has none."""
+    return name if SNIPPETS in name else name + SNIPPETS
+
+
+class Stage(Protocol):
+    """A step of the pipeline: changes each answer of a batch in place (its hits, its snippets)."""
+
+    name: str
+
+    def run(self, answers: Sequence[Answer], depth: int) -> None: ...
+
+
+class FirstStage:
+    """The searcher as a stage: the top ``depth`` hits of each query."""
+
+    name = "first_stage"
+
+    def __init__(self, searcher: Searcher, *, explain: bool = False) -> None:
+        self.searcher = searcher
+        self.explain = explain
+
+    def run(self, answers: Sequence[Answer], depth: int) -> None:
+        found = self.searcher.search_many({a.query_id: a.query for a in answers}, depth, explain=self.explain,
+                                          batch=max(len(answers), 1))
+        for answer in answers:
+            answer.hits = found[answer.query_id]
+
+
+class Pipeline:
+    """First stage → rerank → snippets over one index, built once and run for any number of queries.
+
+    >>> pipeline = Pipeline.build("hybrid+rerank+snippets", Searcher(connect(), "scifact"))  # doctest: +SKIP
+    >>> answer = pipeline.search("Does vitamin D prevent fractures?", k=10)  # doctest: +SKIP
+    >>> answer.hits[0].id, answer.top_snippets(3)  # doctest: +SKIP
+    """
+
+    def __init__(self, settings: PipelineSettings, searcher: Searcher, *,
+                 cross_encoder: CrossEncoder | None = None, snippet_weights: SnippetWeights | None = None) -> None:
+        self.settings = settings
+        self.searcher = searcher.with_settings(**asdict(settings.search))
+        self.first = FirstStage(self.searcher, explain=settings.explain)
+        if (settings.rerank or settings.reranker) and cross_encoder is None:
+            cross_encoder = _load_cross_encoder(self.searcher, settings)
+        self.reranker = Reranker(cross_encoder, self.searcher.client, self.searcher.index,
+                                 depth=settings.rerank_depth, weight=settings.rerank_weight) if (
+            settings.rerank and cross_encoder is not None) else None
+        self.snippets = _snippet_stage(self.searcher, settings, cross_encoder, snippet_weights)
+        self.stages: list[Stage] = [s for s in (self.first, self.reranker, self.snippets) if s is not None]
+        # Loaded now, so that no query's time includes loading the encoder.
+        if self.searcher.needs_encoder or (self.snippets is not None and self.snippets.needs_encoder):
+            self.searcher.encoder  # noqa: B018 - the property loads it
+
+    @classmethod
+    def build(cls, system: str | PipelineSettings, searcher: Searcher, *, cross_encoder: CrossEncoder | None = None,
+              snippet_weights: SnippetWeights | None = None, **changes: Any) -> Pipeline:
+        """The pipeline of a system name (``hybrid+rerank+snippets``) or of settings; ``changes`` set settings
+        fields (``search=SearchSettings(lam=0.1)``, ``rerank_depth=30``). ``cross_encoder`` shares one loaded
+        model between pipelines (``eval`` runs several)."""
+        parse = PipelineSettings.parse if isinstance(system, str) else replace
+        return cls(parse(system, **changes), searcher, cross_encoder=cross_encoder, snippet_weights=snippet_weights)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def cross_encoder(self) -> CrossEncoder | None:
+        """The loaded cross-encoder, for other pipelines to share."""
+        if self.reranker is not None:
+            return self.reranker.cross_encoder
+        return self.snippets.reranker if self.snippets is not None else None
+
+    @property
+    def notes(self) -> list[str]:
+        """What the user should know about how answers are made (a perspective that could not be computed)."""
+        return list(self.snippets.notes) if self.snippets is not None else []
+
+    def search(self, query: str, k: int = 10, *, log: QueryLog | None = None) -> Answer:
+        """One query's answer: its top ``k`` hits, snippets where the pipeline makes them, and each stage's ms."""
+        return self._run({"q": query}, k, self.stages, log=log, single=True)["q"]
+
+    def run(self, queries: Mapping[str, str], k: int = 10, *, progress: Advance | None = None,
+            log: QueryLog | None = None) -> dict[str, Answer]:
+        """Every query's answer, :data:`BATCH` queries at a time through every stage. ``progress`` is told about
+        queries done by each stage (so ``len(queries) * len(self.stages)`` in all); ``log`` gets a record
+        per query as each batch is done."""
+        return self._run(queries, k, self.stages, progress=progress, log=log)
+
+    def candidates(self, queries: Mapping[str, str], k: int, *, perspectives: Sequence[str],
+                   progress: Advance | None = None) -> dict[str, SentenceCandidates]:
+        """Each query's candidate sentences with the raw values of ``perspectives``, from the top documents of
+        the stages before the snippets: what ``tune-snippets`` tunes on."""
+        if self.snippets is None:
+            raise PipelineError(f"{self.name} makes no snippets: name a system with {SNIPPETS}")
+        before = [s for s in self.stages if s is not self.snippets]
+        answers = self._run(queries, k, before, progress=progress)
+        return self.snippets.collect(queries, {q: a.hits for q, a in answers.items()}, perspectives=perspectives,
+                                     progress=progress)
+
+    def _run(self, queries: Mapping[str, str], k: int, stages: Sequence[Stage], *, progress: Advance | None = None,
+             log: QueryLog | None = None, single: bool = False) -> dict[str, Answer]:
+        if k < 1:
+            raise PipelineError(f"k must be at least 1, not {k}")
+        depth = max(k, self.reranker.depth) if self.reranker is not None else k
+        answers: dict[str, Answer] = {}
+        items = list(queries.items())
+        for start in range(0, len(items), BATCH):
+            batch = [Answer(qid, text) for qid, text in items[start : start + BATCH]]
+            for stage in stages:
+                started = time.perf_counter()
+                stage.run(batch, depth)
+                share = (time.perf_counter() - started) * 1000 / len(batch)
+                for answer in batch:
+                    answer.ms[stage.name] = share
+                if progress is not None:
+                    progress(len(batch))
+            for answer in batch:
+                answer.hits = answer.hits[:k]
+                answer.ms["total"] = sum(answer.ms.values())
+                answers[answer.query_id] = answer
+            if log is not None:
+                self.log(log, batch, k, single=single)
+        return answers
+
+    def requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
+        """Every first-stage request for ``query`` as (method and path, body), ready for Dev Tools."""
+        depth = max(k, self.reranker.depth) if self.reranker is not None else k
+        return self.searcher.requests(query, depth)
+
+    def log(self, log: QueryLog, answers: Sequence[Answer], k: int, *, single: bool = False) -> None:
+        """Buffer a query-log record per answer: where and how it was asked, each stage's ms, its top hits; a
+        ``single`` query (``biorank query``) is logged without an id or a system name."""
+        search = self.searcher.settings
+        for answer in answers:
+            log.add(index=self.searcher.index, query=answer.query, mode=search.mode, k=k, latency_ms=answer.ms,
+                    hits=answer.hits, lam=self.searcher.lam if search.mode in LAMBDA_MODES else None,
+                    query_id=None if single else answer.query_id, system=None if single else self.name,
+                    bm25_fields=None if search.mode.startswith("dense") else search.field_set,
+                    batch=len(answers))
+
+
+def _load_cross_encoder(searcher: Searcher, settings: PipelineSettings) -> CrossEncoder:
+    from biorank.models.cross_encoder import CrossEncoder
+    from biorank.stages.rerank import index_reranker
+
+    return CrossEncoder(settings.reranker or index_reranker(searcher.record), precision=settings.precision)
+
+
+def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder: CrossEncoder | None,
+                   weights: SnippetWeights | None) -> SnippetScorer | None:
+    """The snippet stage of ``settings`` (None without snippets), its relevance perspective scored by the
+    pipeline's cross-encoder at sentence length, else the index's, else left out with a note."""
+    from biorank.stages.snippets import SnippetError, sentence_reranker
+
+    if settings.snippets is None:
+        return None
+    weights = weights or SnippetWeights.named(settings.snippets, searcher.record)
+    relevance = sentence_reranker(searcher.record, cross_encoder or settings.reranker,
+                                  precision=settings.precision) if weights.uses("relevance") else None
+    if settings.snippets == "relevance" and relevance is None:
+        raise SnippetError(f"{settings.name} needs a cross-encoder and index {searcher.index!r} has no reranker: "
+                           "train one with `biorank train-reranker`")
+    return SnippetScorer(searcher, weights=weights, reranker=relevance, rescore=settings.rescore,
+                         depth=DOCUMENTS_PER_QUERY, highlight=settings.highlight)

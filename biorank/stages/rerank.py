@@ -1,0 +1,152 @@
+"""The rerank stage: the cross-encoder (:class:`~biorank.models.cross_encoder.CrossEncoder`) reorders the top
+``depth`` hits of the first stage (Ma et al. §5.1, Hofstätter et al. §2.2), mixed with the first stage's score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from biorank.errors import BiorankError
+from biorank.retrieval.fusion import min_max
+from biorank.types import Answer, Hit
+
+if TYPE_CHECKING:
+    from biorank.models.cross_encoder import CrossEncoder, Precision
+    from biorank.retrieval.searcher import Searcher
+    from biorank.store.record import IndexRecord
+
+DEFAULT_DEPTH = 20
+"""How many first-stage hits are reranked by default (see ``benchmarks/reranker_speed.py``)."""
+DEFAULT_WEIGHT = 0.5
+"""The reranker's share of the final score, the first stage's being the rest (see :func:`reorder`)."""
+
+
+class RerankerError(BiorankError):
+    """The index has no reranker, or a document to rerank has no text."""
+
+
+def document_text(title: str, abstract: str) -> str:
+    """What the reranker reads of a document: title and abstract, as Ma et al. and BEIR give them."""
+    return f"{title} {abstract}".strip()
+
+
+def reorder(hits: Sequence[Hit], scores: Sequence[float], weight: float = 1.0) -> list[Hit]:
+    """Hits with the first ``len(scores)`` reordered by the reranker, the rest after them unchanged.
+
+    With ``weight`` 1 the order is the reranker's alone (Ma et al., Hofstätter et al.); below 1 it is
+    ``weight · r + (1 - weight) · f`` of the reranker's and the first stage's scores, each min-max normalised
+    over the reranked hits, so that neither scale dominates. Equal scores keep their first-stage order, so
+    ties never depend on anything else. The hits below the reranked depth keep their order and get scores
+    under the lowest reranked one, so a run file written from the scores sorts exactly as the list does.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"the reranker's weight must be between 0 and 1, not {weight}")
+    depth = len(scores)
+    final = list(scores)
+    if weight < 1.0:
+        first = min_max([h.score for h in hits[:depth]])
+        final = [weight * r + (1.0 - weight) * f for r, f in zip(min_max(scores), first, strict=True)]
+    return place(hits, final, rerank=list(scores))
+
+
+def place(hits: Sequence[Hit], final: Sequence[float], **parts: Sequence[float]) -> list[Hit]:
+    """The hits with the first ``len(final)`` ordered and scored by ``final`` (equal scores keep their order)
+    and the rest after them in their order, scored below the lowest, so a run file written from the scores
+    sorts exactly as the list does. ``parts`` are score parts to set on the top hits, one value per hit."""
+    depth = len(final)
+    top = [replace(hits[i], rank=rank, score=float(final[i]), **{name: values[i] for name, values in parts.items()})
+           for rank, i in enumerate(rerank_order(final), 1)]
+    floor = min((float(f) for f in final), default=0.0) - 1.0
+    tail = [replace(hit, rank=rank, score=floor - offset)
+            for offset, (rank, hit) in enumerate(enumerate(hits[depth:], depth + 1))]
+    return top + tail
+
+
+def rerank_order(scores: Sequence[float]) -> list[int]:
+    """Positions by descending score; equal scores keep their first-stage order."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+class Reranker:
+    """The rerank stage of one index: reads the top ``depth`` hits' texts and reorders them by the cross-encoder,
+    mixed with the first stage (see :func:`reorder`).
+
+    >>> Reranker.for_index(searcher).rerank("vitamin D and fractures", hits)  # doctest: +SKIP
+    """
+
+    name = "rerank"
+
+    def __init__(self, cross_encoder: CrossEncoder, client: Any, index: str, *, depth: int = DEFAULT_DEPTH,
+                 weight: float = DEFAULT_WEIGHT) -> None:
+        if depth < 1:
+            raise RerankerError(f"the rerank depth must be at least 1, not {depth}")
+        if not 0.0 <= weight <= 1.0:
+            raise RerankerError(f"the reranker's weight must be between 0 and 1, not {weight}")
+        self.cross_encoder = cross_encoder
+        self.client = client
+        self.index = index
+        self.depth = depth
+        self.weight = weight
+
+    @classmethod
+    def for_index(cls, searcher: Searcher, model: str | None = None, *, precision: Precision = "auto",
+                  depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT) -> Reranker:
+        """The stage with cross-encoder ``model`` (a folder or hub name), else the index's own reranker."""
+        from biorank.models.cross_encoder import CrossEncoder
+
+        cross_encoder = CrossEncoder(model or index_reranker(searcher.record), precision=precision)
+        return cls(cross_encoder, searcher.client, searcher.index, depth=depth, weight=weight)
+
+    def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
+        """The same hits, the top ``depth`` reordered."""
+        return self.rerank_many({"q": query}, {"q": hits})["q"]
+
+    def rerank_many(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]]) -> dict[str, list[Hit]]:
+        """Every query's hits with its top ``depth`` reordered; the texts of all of them are read in one request."""
+        texts = fetch_texts(self.client, self.index, [h.id for ranked in hits.values() for h in ranked[: self.depth]])
+        reranked = {}
+        for qid, ranked in hits.items():
+            top = list(ranked[: self.depth])
+            missing = [h.id for h in top if h.id not in texts]
+            if missing:
+                raise RerankerError(f"no text to rerank for documents {', '.join(missing[:5])}")
+            scores = self.cross_encoder.score(queries[qid], [texts[h.id] for h in top])
+            reranked[qid] = reorder(ranked, [float(s) for s in scores], self.weight)
+        return reranked
+
+    def run(self, answers: Sequence[Answer], depth: int) -> None:
+        """The pipeline's call: each answer's hits reranked in place (the top :attr:`depth` of the ``depth`` the
+        first stage found)."""
+        reranked = self.rerank_many({a.query_id: a.query for a in answers}, {a.query_id: a.hits for a in answers})
+        for answer in answers:
+            answer.hits = reranked[answer.query_id]
+
+
+def index_reranker(record: IndexRecord) -> str:
+    """The reranker an index was given by ``biorank train-reranker``, or a clear error saying how to get one."""
+    model, index = record.reranker, record.index
+    if not model:
+        raise RerankerError(
+            f"index {index!r} has no reranker yet: train one with `biorank train-reranker --index {index} ...`, "
+            "or name a cross-encoder with --reranker (a local folder or a hub name)")
+    if not Path(model).is_dir():
+        raise RerankerError(f"the reranker of index {index!r} is not on this machine: {model} does not exist; "
+                            "train it again or name one with --reranker")
+    return model
+
+
+def fetch_texts(client: Any, index: str, ids: Sequence[str]) -> dict[str, str]:
+    """Title + abstract of each document, read from its first block (which holds the whole document)."""
+    unique = list(dict.fromkeys(ids))
+    texts: dict[str, str] = {}
+    for start in range(0, len(unique), 1000):
+        response = client.mget(index=index, body={"ids": unique[start : start + 1000]},
+                               _source_includes=["title", "abstract"])
+        for doc in response["docs"]:
+            if doc.get("found"):
+                source = doc["_source"]
+                texts[doc["_id"]] = document_text(source.get("title", ""), source.get("abstract", ""))
+    return texts

@@ -1,0 +1,159 @@
+"""The biorank record of an index: what built it and what was tuned for it, kept in the index's ``_meta``.
+
+This module is the only one that reads or writes ``_meta.biorank``: every other layer sees an
+:class:`IndexRecord`, typed, and changes it through :func:`update_record` and the ``store_*`` functions, so a
+key is spelled in one place. The record travels with the index (a snapshot, a remote cluster), which is why
+tuned values live there and not in a file beside biorank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from biorank.config import DEFAULT_LAMBDA
+from biorank.errors import BiorankError
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from biorank.store.mappings.documents import IndexSettings
+
+MAPPING_VERSION = 2
+"""Raised whenever the mappings change in a way older indices cannot serve; such indices are refused."""
+REENCODING = "reencoding"
+"""Key present while ``biorank reindex-vectors`` re-encodes the index."""
+BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "dimension", "settings",
+                        "block_tokens", "sentences_index", "documents_index"})
+"""What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
+TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
+"""Values that hold only for the encoder they were tuned with, set aside when the index is re-encoded."""
+
+
+class IndexMismatch(BiorankError):
+    """The index exists but was built differently (another encoder or mapping version, or not by biorank)."""
+
+
+@dataclass(frozen=True)
+class IndexRecord:
+    """``_meta.biorank`` of one index, typed. ``raw`` keeps every key, those of later biorank versions too."""
+
+    index: str
+    kind: str
+    mapping_version: int | None
+    model: str | None = None
+    """The encoder's identity (package@version, folder@digest or a hub name), as :func:`model_identity` gives."""
+    model_source: str | None = None
+    """How the encoder was named when the index was built: what loads it again."""
+    dimension: int | None = None
+    block_tokens: int | None = None
+    sentences_index: str | None = None
+    documents_index: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    tuned_lambda: float | None = None
+    lambda_tuning: Mapping[str, Any] | None = None
+    reranker: str | None = None
+    """The cross-encoder ``biorank train-reranker`` gave the index (a folder)."""
+    snippet_weights: Mapping[str, Any] | None = None
+    reencoding: Mapping[str, Any] | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_meta(cls, index: str, meta: Mapping[str, Any]) -> IndexRecord:
+        return cls(
+            index=index, kind=meta.get("kind", "?"), mapping_version=meta.get("mapping_version"),
+            model=meta.get("model"), model_source=meta.get("model_source"), dimension=meta.get("dimension"),
+            block_tokens=meta.get("block_tokens"), sentences_index=meta.get("sentences_index"),
+            documents_index=meta.get("documents_index"), settings=MappingProxyType(dict(meta.get("settings", {}))),
+            tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
+            lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
+            snippet_weights=meta.get("snippet_weights"), reencoding=meta.get(REENCODING),
+            raw=MappingProxyType(dict(meta)),
+        )
+
+    @property
+    def lam(self) -> float:
+        """The λ hybrid searches use: the tuned one, else :data:`DEFAULT_LAMBDA`."""
+        return DEFAULT_LAMBDA if self.tuned_lambda is None else self.tuned_lambda
+
+    @property
+    def encoder_source(self) -> str:
+        """What loads the index's encoder again: the name it was built with (a folder, a hub name)."""
+        return self.model_source or (self.model or "").rsplit("@", 1)[0]
+
+    @property
+    def tuned(self) -> dict[str, Any]:
+        """Every key stored after the build: λ and its provenance, a reranker, snippet weights."""
+        return {k: v for k, v in self.raw.items() if k not in BUILD_KEYS}
+
+
+def new_record(settings: IndexSettings, *, kind: str, model: str, dimension: int, **extra: object) -> dict:
+    """The ``_meta`` an index is created with: what built it, so a mismatch is refused, not misread."""
+    return {"biorank": {"kind": kind, "mapping_version": MAPPING_VERSION, "model": model, "dimension": dimension,
+                        "settings": asdict(settings), **extra}}
+
+
+def _meta(client: OpenSearch, index: str) -> dict:
+    mapping = client.indices.get_mapping(index=index)
+    return next(iter(mapping.values()))["mappings"].get("_meta", {})
+
+
+def read_record(client: OpenSearch, index: str) -> IndexRecord:
+    """The index's record as it is; an index biorank did not build is refused with one line."""
+    meta = _meta(client, index).get("biorank")
+    if not meta:
+        raise IndexMismatch(f"index {index!r} was not created by biorank; choose another --index name")
+    return IndexRecord.from_meta(index, meta)
+
+
+def check_record(client: OpenSearch, index: str, *, model: str | None = None) -> IndexRecord:
+    """The index's record; refuses an index of another mapping version, or (given ``model``) one built with
+    another encoder or half re-encoded, saying how to fix it."""
+    record = read_record(client, index)
+    if record.mapping_version != MAPPING_VERSION:
+        raise IndexMismatch(
+            f"index {index!r} has mapping version {record.mapping_version}, this biorank writes "
+            f"{MAPPING_VERSION}; rebuild it with `biorank index ... --index {index} --recreate`"
+        )
+    if model is not None and record.reencoding is not None:
+        # Its vectors are part old encoder, part new: neither encoder's queries would rank them fairly.
+        state = record.reencoding
+        raise IndexMismatch(
+            f"index {index!r} is half re-encoded with {state.get('model')!r}; finish with `biorank "
+            f"reindex-vectors --index {index} --model {state.get('model_source') or state.get('model')}`"
+        )
+    if model is not None and record.model != model:
+        raise IndexMismatch(
+            f"index {index!r} was built with the encoder {record.model!r}, not {model!r}; use that "
+            f"encoder (--model), or rebuild with --recreate"
+        )
+    return record
+
+
+def update_record(client: OpenSearch, index: str, *, remove: Iterable[str] = (), **entries: object) -> IndexRecord:
+    """Set ``entries`` in the index's record and drop the keys in ``remove``; returns the new record.
+
+    ``_meta`` is replaced as a whole by a mapping update, so the rest of the record is sent back with it.
+    """
+    meta = _meta(client, index)
+    dropped = set(remove)
+    record = {key: value for key, value in meta.get("biorank", {}).items() if key not in dropped} | entries
+    client.indices.put_mapping(index=index, body={"_meta": {**meta, "biorank": record}})
+    return IndexRecord.from_meta(index, record)
+
+
+def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: object) -> IndexRecord:
+    """Record a tuned λ (and how it was found): hybrid searches use it from now on."""
+    return update_record(client, index, **{"lambda": lam, "lambda_tuning": provenance})
+
+
+def store_reranker(client: OpenSearch, index: str, model: str) -> IndexRecord:
+    """Make the cross-encoder in folder ``model`` the index's reranker."""
+    return update_record(client, index, reranker={"model": model})
+
+
+def store_snippet_weights(client: OpenSearch, index: str, weights: Mapping[str, Any]) -> IndexRecord:
+    """Record tuned snippet weights (with how they were tuned): ``+snippets`` systems use them from now on."""
+    return update_record(client, index, snippet_weights=dict(weights))

@@ -1,0 +1,154 @@
+"""The data shapes that flow through every layer: what a reader yields, what a search finds, what a stage adds,
+what evaluation reads. A leaf module: it imports nothing of biorank, so every layer can import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Run = Mapping[str, Mapping[str, float]]
+"""query id -> document id -> score."""
+Qrels = Mapping[str, Mapping[str, int]]
+"""query id -> document id -> relevance grade."""
+Advance = Callable[[int], None]
+"""Progress of one piece of work: called with how many more items (records, queries) are done."""
+StageProgress = Callable[[str, int, int], None]
+"""Progress of work in named stages: called with (stage, done, total)."""
+
+PERSPECTIVES = ("relevance", "similarity", "lexical", "document")
+"""The perspectives a snippet is scored from (Rawal & Baral), in the order of their weights a1 … a4."""
+
+
+@dataclass(frozen=True, slots=True)
+class Abstract:
+    """A title + abstract as the index stores it.
+
+    ``sentences`` holds the source's own sentence split when it has one (SciFact does); then
+    ``abstract`` is those sentences joined by single spaces, so character offsets into ``abstract``
+    are defined by that join.
+    """
+
+    id: str
+    title: str
+    abstract: str
+    sentences: tuple[str, ...] | None = None
+    journal: str | None = None
+    year: int | None = None
+    mesh: tuple[str, ...] = field(default_factory=tuple)
+    source: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An input record that was not indexed, and why; written to the rejects file, never dropped silently."""
+
+    source: str
+    line: int
+    id: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}"
+        who = f" id={self.id}" if self.id else ""
+        return f"{where}{who}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """One sentence of a document, located the way BioASQ locates snippets.
+
+    ``section`` is ``"title"`` or ``"abstract"``; ``begin``/``end`` are character offsets into that section's
+    text (end exclusive), so ``section_text[begin:end] == text`` — BioASQ's ``offsetInBeginSection`` and
+    ``offsetInEndSection``. ``number`` counts the sentences of the section from 0, so a SciFact evidence index
+    ``i`` is the abstract sentence with ``number == i``.
+    """
+
+    doc_id: str
+    section: str
+    number: int
+    begin: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One document found; the score parts that apply to how it was found are set, the others are None."""
+
+    id: str
+    title: str
+    rank: int
+    score: float
+    """What the ranking used: the final score of the last stage."""
+    bm25: float | None = None
+    dense: float | None = None
+    """⟨q, p⟩ of the document's best block (cosine: vectors are unit length)."""
+    hybrid: float | None = None
+    """λ·bm25 + dense."""
+    rerank: float | None = None
+    """The cross-encoder's score, for hits a reranker reordered (then also ``score``)."""
+    block: int = 0
+    explanation: dict | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict:
+        """The hit as JSON-ready data, without the parts that do not apply and without the explanation."""
+        return {k: v for k, v in self.__dict__.items() if v is not None and k != "explanation"}
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet(Sentence):
+    """A sentence found for a query: its section and offsets are BioASQ's ``beginSection`` (= ``endSection``,
+    a sentence never spans sections), ``offsetInBeginSection`` and ``offsetInEndSection`` (exclusive).
+
+    ``score`` is S_sent; the perspectives are the normalised values it was made of (None where the system did
+    not compute one); ``matches`` are the (begin, end) spans of query terms in ``text``, when asked for.
+    """
+
+    score: float = 0.0
+    relevance: float | None = None
+    similarity: float | None = None
+    lexical: float | None = None
+    document: float | None = None
+    matches: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict:
+        """The snippet as JSON-ready data, with BioASQ's names for the offsets."""
+        data: dict[str, Any] = {"doc_id": self.doc_id, "section": self.section, "number": self.number,
+                                "offsetInBeginSection": self.begin, "offsetInEndSection": self.end,
+                                "text": self.text, "score": self.score}
+        data |= {p: getattr(self, p) for p in PERSPECTIVES if getattr(self, p) is not None}
+        if self.matches:
+            data["matches"] = [list(m) for m in self.matches]
+        return data
+
+
+@dataclass
+class Answer:
+    """One query as it passes through a pipeline: each stage replaces ``hits`` or adds ``snippets``, and the
+    pipeline's clock adds the stage's milliseconds to ``ms``."""
+
+    query_id: str
+    query: str
+    hits: list[Hit] = field(default_factory=list)
+    snippets: list[Snippet] | None = None
+    """Every candidate sentence of the top documents, best first; None where the pipeline has no snippets."""
+    ms: dict[str, float] = field(default_factory=dict)
+    """Stage -> milliseconds (``first_stage``, ``rerank``, ``snippets``) and their ``total``."""
+
+    def top_snippets(self, k: int = 10) -> list[Snippet]:
+        """The ``k`` best sentences: what a BioASQ answer lists (at most 10)."""
+        return list(self.snippets or ())[:k]
+
+    def snippets_of(self, doc_id: str, n: int = 3) -> list[Snippet]:
+        """The ``n`` best sentences of one document."""
+        return [s for s in self.snippets or () if s.doc_id == doc_id][:n]
+
+    def to_dicts(self) -> list[dict]:
+        """One JSON-ready dict per hit, with its best sentences when the pipeline made snippets (``query --json``,
+        ``/api/search``)."""
+        return [hit.to_dict() | ({} if self.snippets is None else
+                                 {"snippets": [s.to_dict() for s in self.snippets_of(hit.id)]})
+                for hit in self.hits]

@@ -1,0 +1,157 @@
+"""The one pipeline: system names, parity between what is served and what is evaluated, the public API, and the
+pinned figures of every first-stage system on the bundled SciFact sample (so a change that moves a ranking
+fails here)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from opensearchpy import OpenSearch
+
+from biorank.cli import cli
+from biorank.pipeline import FIRST_STAGES, PipelineError, PipelineSettings, system_names
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CLAIMS = "scifact/claims_train.jsonl"
+
+
+def test_every_system_name_parses_back_to_itself() -> None:
+    names = [*system_names(), "hybrid+rerank+snippets-lexical+rescore", "bm25-bigrams+snippets-equal",
+             "dense+snippets-relevance", "rrf+rerank+snippets+rescore"]
+    for name in names:
+        assert PipelineSettings.parse(name).name == name
+    assert PipelineSettings.parse("hybrid").with_system("bm25-passage+rerank").name == "bm25-passage+rerank"
+    shared = PipelineSettings(rerank_depth=30, precision="fp32").with_system("hybrid+rerank")
+    assert (shared.rerank_depth, shared.precision, shared.rerank) == (30, "fp32", True)
+    for bad in ("bm25+", "hybrid+snippets+rerank", "bm25+snippets-tuned", "nope", "hybrid+rescore"):
+        with pytest.raises(PipelineError):
+            PipelineSettings.parse(bad)
+    with pytest.raises(PipelineError, match="weight"):
+        PipelineSettings(rerank_weight=1.5)
+    # rescore implies snippets, with the tuned weights
+    assert PipelineSettings(rescore=True).snippets == "tuned"
+
+
+def test_importing_biorank_loads_no_model_library() -> None:
+    code = ("import sys, biorank; from biorank import Pipeline, Searcher, connect, Hit; "
+            "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers', 'opensearchpy') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _claim_file(tmp_path: Path, shared_data: Path, claim_id: str) -> Path:
+    path = tmp_path / f"claim-{claim_id}.jsonl"
+    for line in (shared_data / CLAIMS).read_text(encoding="utf-8").splitlines():
+        if str(json.loads(line)["id"]) == claim_id:
+            path.write_text(line + "\n", encoding="utf-8")
+            return path
+    raise AssertionError(f"no claim {claim_id}")
+
+
+@pytest.mark.parametrize("claim_id", ["35", "1241"])
+def test_query_and_eval_give_the_same_hits_and_snippets(opensearch_url: str, sample_index: str, shared_data: Path,
+                                                        tmp_path: Path, claim_id: str) -> None:
+    """``query --json`` and ``eval`` run the same pipeline: same documents, scores, sentences and offsets."""
+    system = "hybrid+snippets"
+    claim = _claim_file(tmp_path, shared_data, claim_id)
+    text = json.loads(claim.read_text())["claim"]
+    base = ["--url", opensearch_url]
+    asked = CliRunner().invoke(cli, [*base, "query", text, "--index", sample_index, "-k", "10", "--snippets",
+                                     "--json", "--no-log"])
+    assert asked.exit_code == 0, asked.output
+    shown = [json.loads(line) for line in asked.stdout.splitlines()]
+    evaluated = CliRunner().invoke(cli, [*base, "eval", "--queries", str(claim), "--qrels", str(claim),
+                                         "--index", sample_index, "--systems", system, "-k", "10",
+                                         "--out", str(tmp_path / "eval"), "--no-log"])
+    assert evaluated.exit_code == 0, evaluated.output
+    run = [line.split() for line in (tmp_path / "eval" / f"{system}.trec").read_text().splitlines()]
+    assert [h["id"] for h in shown] == [r[2] for r in run] and len(shown) == 10
+    assert [round(h["score"], 5) for h in shown] == [round(float(r[4]), 5) for r in run]
+    [line] = (tmp_path / "eval" / f"{system}.snippets.jsonl").read_text().splitlines()
+    top = json.loads(line)["snippets"]
+    assert top and all(s["doc_id"] in {h["id"] for h in shown} for s in top)
+    for hit in shown:
+        # query shows each document's 3 best sentences, eval the query's 10 best: they agree where both list.
+        mine = [(s["number"], s["offsetInBeginSection"], round(s["score"], 6)) for s in hit["snippets"]]
+        theirs = [(s["number"], s["offsetInBeginSection"], round(s["score"], 6)) for s in top
+                  if s["doc_id"] == hit["id"]]
+        assert mine[: len(theirs)] == theirs[: len(mine)], hit["id"]
+
+
+def test_the_readme_python_example_runs(opensearch_url: str, opensearch: OpenSearch,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from biorank.demo import index_sample
+
+    index_sample(opensearch)  # what `biorank demo` leaves behind, which the example searches
+    block = re.search(r"<!-- python-example -->\s*```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert block, "README.md has no python-example block"
+    monkeypatch.setenv("BIORANK_URL", opensearch_url)
+    monkeypatch.setenv("BIORANK_QUERY_LOG", "0")
+    shown: list[str] = []
+    monkeypatch.setattr("builtins.print", lambda *args, **_: shown.append(" ".join(map(str, args))))
+    exec(compile(block[1], "README.md", "exec"), {})
+    assert any("5152028" in line or "11705328" in line for line in shown), shown  # the vitamin B12 abstracts
+    assert len(shown) >= 3
+
+
+# ------------------------------------------------------------------------------ pinned figures of the sample
+
+# nDCG@10 (and sentence MAP@10 for snippet systems) over the first 100 judged train claims of the 300-abstract
+# sample (tests/conftest.py's sample index, encoded in fp32 so every CPU gives the same vectors). A change
+# that moves any ranking moves one of these.
+PINNED: dict[str, dict[str, float]] = {}
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def fp32_sample(opensearch: OpenSearch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from biorank.demo import sample_path
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.models.encoder import Encoder
+    from biorank.store.indices import delete_indices
+
+    name = f"biorank-test-pinned-{uuid.uuid4().hex[:8]}"
+    rejects = tmp_path_factory.mktemp("pinned") / "rejects.tsv"
+    Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=Encoder(precision="fp32")).run(
+        [sample_path()])
+    yield name
+    delete_indices(opensearch, name)
+
+
+def test_pinned_figures_of_every_system_on_the_sample(opensearch: OpenSearch, fp32_sample: str, shared_data: Path,
+                                                      tmp_path: Path) -> None:
+    from biorank.evaluation.topics import read_qrels
+    from biorank.experiment import Experiment, run_experiment
+    from biorank.models.encoder import Encoder
+    from biorank.retrieval.searcher import Searcher
+
+    body = {"size": 1000, "_source": False, "query": {"term": {"block": 0}}}
+    ids = {h["_id"] for h in opensearch.search(index=fp32_sample, body=body)["hits"]["hits"]}
+    qrels = read_qrels(shared_data / "scifact" / "qrels" / "train.tsv")
+    judged = sorted((q for q, docs in qrels.items() if docs.keys() & ids), key=int)[:100]
+    qrels_file = tmp_path / "qrels.tsv"
+    qrels_file.write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{g}\n" for q in judged for d, g in qrels[q].items()), encoding="utf-8")
+    systems = (*FIRST_STAGES, "hybrid+snippets", "hybrid+snippets-lexical", "hybrid+snippets+rescore")
+    searcher = Searcher(opensearch, fp32_sample, encoder=Encoder(precision="fp32"))
+    result = run_experiment(Experiment(qrels=qrels_file, queries=shared_data / CLAIMS, systems=systems,
+                                       measures=("ndcg@10",), snippet_gold=shared_data / CLAIMS, k=100,
+                                       out=tmp_path / "eval"), searcher)
+    figures = {system: {m: round(v, 4) for m, v in values.items() if m in ("ndcg@10", "sentence-map@10")}
+               for system, values in result.report.table.items()}
+    print(json.dumps(figures, indent=1))
+    assert result.report.queries == 100
+    assert set(figures) == set(systems)
+    for system, values in PINNED.items():
+        for measure, value in values.items():
+            assert figures[system][measure] == pytest.approx(value, abs=TOLERANCE), (system, measure)
+    assert PINNED, "pin the figures printed above"
