@@ -177,7 +177,7 @@ class Pipeline:
         self.settings = settings
         self.searcher = searcher.with_settings(**asdict(settings.search))
         self.first = FirstStage(self.searcher, explain=settings.explain)
-        if (settings.rerank or settings.reranker) and cross_encoder is None:
+        if settings.rerank and cross_encoder is None:
             cross_encoder = _load_cross_encoder(self.searcher, settings)
         self.reranker = Reranker(cross_encoder, self.searcher.client, self.searcher.index,
                                  depth=settings.rerank_depth, weight=settings.rerank_weight) if (
@@ -203,10 +203,9 @@ class Pipeline:
 
     @property
     def cross_encoder(self) -> CrossEncoder | None:
-        """The loaded cross-encoder, for other pipelines to share."""
-        if self.reranker is not None:
-            return self.reranker.cross_encoder
-        return self.snippets.reranker if self.snippets is not None else None
+        """The reranker's cross-encoder, loaded at document length, for other pipelines to share (the snippet
+        stage reads it at sentence length without loading it again)."""
+        return self.reranker.cross_encoder if self.reranker is not None else None
 
     @property
     def notes(self) -> list[str]:

@@ -246,3 +246,20 @@ def test_an_index_built_with_a_local_model_is_searched_with_that_model(
     searcher = Searcher(opensearch, index_name, SearchSettings(mode="hybrid"))  # no encoder given
     hits = searcher.search(QUERY, k=5)
     assert searcher.encoder.model_name == local.model_name and len(hits) == 5
+
+
+def test_request_bodies_are_built_offline_with_user_text_only_as_match_text_and_params() -> None:
+    from biorank.retrieval.requests import search_body, text_query
+
+    text = 'statins"; return 1e9; //'
+    body = search_body("hybrid", "passage", text, [0.5, 0.5], None, 10, lam=0.25)
+    script = body["query"]["script_score"]["script"]
+    assert script["source"] == HYBRID_SCRIPT and text not in json.dumps(script["source"])
+    assert script["params"]["lam"] == 0.25 and script["params"]["query_vector"] == [0.5, 0.5]
+    assert body["query"]["script_score"]["query"]["bool"]["should"] == [{"match": {"passage": text}}]
+    assert body["collapse"] == {"field": "id"} and body["size"] == 10 and "explain" not in body
+    assert search_body("bm25", "text", text, None, None, 5, lam=0.0, light=True)["_source"] == ["id"]
+    assert search_body("dense", "passage", text, [1.0], None, 5, lam=0.0)["query"]["knn"]["embedding"]["k"] == 100
+    assert text_query("wordpieces+bigrams", text, "stat ##ins") == {"bool": {"should": [
+        {"match": {"wordpieces": "stat ##ins"}}, {"match": {"wordpieces.bigrams": "stat ##ins"}}]}}
+    assert text_query("title+abstract", text, None)["multi_match"]["fields"] == ["title", "abstract"]

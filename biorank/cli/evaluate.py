@@ -66,7 +66,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
             experiment.query_file()  # a missing query file is a usage error, said before connecting
     except ExperimentError as e:
         raise click.UsageError(str(e)) from None
-    searcher = None if run_paths else options.searcher(settings, index_name, mode="bm25")
+    searcher = None if run_paths else options.searcher(settings, index_name)
     log = options.query_log(settings, searcher.client, "eval", no_log) if searcher else None
     with stage_progress() as progress:
         result = run_experiment(experiment, searcher, run_files=run_paths, log=log, progress=progress)
@@ -98,7 +98,7 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
     from biorank.pipeline import Pipeline, with_snippets
 
     questions = read_queries(questions_path)
-    searcher = options.searcher(settings, index_name, mode="bm25")
+    searcher = options.searcher(settings, index_name)
     system_settings = options.pipeline_settings(searcher, **rerank_options).with_system(with_snippets(system))
     pipeline = Pipeline(system_settings, searcher)
     for note in pipeline.notes:

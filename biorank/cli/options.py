@@ -63,7 +63,7 @@ def search_options(command: Callable) -> Callable:
         index_option(),
         click.option("--mode", type=click.Choice(MODES), default=default(SearchSettings, "mode"), show_default=True,
                      help=MODE_HELP),
-        click.option("--lambda", "lam", type=click.FloatRange(0, 1e6), default=None,
+        click.option("--lambda", "lam", type=float, default=None,
                      help="λ of the hybrid [default: the index's tuned λ, else 0.03]."),
         click.option("--fields", type=click.Choice(FIELD_SETS), default=None,
                      help="BM25 field set [default: text for bm25, passage when combined with vectors]."),

@@ -70,7 +70,7 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates)
     pipeline = Pipeline(options.pipeline_settings(
         searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
-        highlight=not as_json, explain=explain, **rerank_options), searcher)
+        highlight=True, explain=explain, **rerank_options), searcher)
     if show_query:
         for request, body in pipeline.requests(text, k):
             click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")

@@ -113,7 +113,7 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
                            reranker=reranker_model, split=split,
                            perspectives=options.comma_list(perspectives, "--perspectives"), rounds=rounds,
                            trials=trials, min_gain=min_gain, seed=seed, store=not no_store)
-    searcher = options.searcher(settings, index_name, mode="bm25")
+    searcher = options.searcher(settings, index_name)
     with stage_progress() as progress:
         outcome = tune_snippet_weights(searcher, tuning, progress=progress, report=click.echo)
     click.echo(f"tuned: {METRIC} {outcome.result.value:.4f} against {outcome.result.initial:.4f} for equal weights")

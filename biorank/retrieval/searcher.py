@@ -41,6 +41,8 @@ OS_HYBRID_PIPELINE = "biorank-minmax"
 """The search pipeline of ``os-hybrid``: neural-search's normalisation, min-max and equal-weight mean."""
 FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
 MAX_QUERY_CHARS = 4000
+MAX_LAMBDA = 1e6
+"""Far above any useful λ (BM25 scores are tens), and far below what would overflow a script's double."""
 
 
 class QueryError(BiorankError):
@@ -68,8 +70,8 @@ class SearchSettings:
             raise QueryError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
         if self.fields is not None and self.fields not in FIELD_SETS:
             raise QueryError(f"unknown field set {self.fields!r}; choose one of {', '.join(FIELD_SETS)}")
-        if self.lam is not None and self.lam < 0:
-            raise QueryError("λ must be >= 0")
+        if self.lam is not None and not 0 <= self.lam <= MAX_LAMBDA:
+            raise QueryError(f"λ must be a number from 0 to {MAX_LAMBDA:g}, not {self.lam}")
         if self.candidates < 1:
             raise QueryError("candidates must be at least 1")
 
