@@ -3,10 +3,10 @@
 On a SciFact index, with the SciFact train claims, warm:
 - batched: a first-stage pipeline over N queries, plain, against the same with its query log, as ``biorank
   search`` runs it (a record per query, a bulk write per 128 records on the writer thread while the next
-  queries are searched, waiting for the last one at the end), rounds interleaved so that drift hits both. Two overheads, each the
-  difference of the medians over the plain median: wall time, which other jobs on the machine disturb, and
-  work — this process's CPU time plus the node's own time searching and indexing the log (index stats) —
-  which they disturb far less;
+  queries are searched, waiting for the last one at the end), rounds interleaved so that drift hits both. Two
+  overheads, each the difference of the medians over the plain median: wall time, which other jobs on the
+  machine disturb, and work — this process's CPU time plus the node's own time searching and indexing the log
+  (index stats) — which they disturb far less;
 - single: what ``biorank query`` adds after the answer is printed — a new ``QueryLog`` (as in every command:
   it checks the log index once), one record, one bulk write, waited for — against the query's own latency;
 - the whole ``biorank query`` command, with and without ``--no-log``, as a user runs it (bm25, no encoder).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_INDEX = "biorank"
 """The documents index a command uses when none is named; its sentences go to ``biorank-sentences``."""
@@ -51,4 +52,12 @@ class ConnectionSettings:
         return replace(self, **{k: v for k, v in values.items() if v is not None})
 
     def redacted_url(self) -> str:
-        return self.url or "the local node"
+        return redact_url(self.url) if self.url else "the local node"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the user and password it may carry (``https://user:pw@host``), for messages."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))

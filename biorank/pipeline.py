@@ -105,7 +105,8 @@ class PipelineSettings:
             raise PipelineError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
                               f"-equal or one perspective and {RESCORE}")
         search = replace(changes.pop("search", SearchSettings()), **FIRST_STAGES[base])
-        return cls(search=search, rerank=stages.endswith(RERANK), snippets=variant, rescore=rescore, **changes)
+        return cls(**{"search": search, "rerank": stages.endswith(RERANK), "snippets": variant, "rescore": rescore,
+                      **changes})
 
     def with_system(self, name: str) -> PipelineSettings:
         """The stages of system ``name`` with everything else of these settings (λ, K, reranker, depth, weight,

@@ -78,7 +78,7 @@ def test_query_and_eval_give_the_same_hits_and_snippets(opensearch_url: str, sam
     assert evaluated.exit_code == 0, evaluated.output
     run = [line.split() for line in (tmp_path / "eval" / f"{system}.trec").read_text().splitlines()]
     assert [h["id"] for h in shown] == [r[2] for r in run] and len(shown) == 10
-    assert [round(h["score"], 5) for h in shown] == [round(float(r[4]), 5) for r in run]
+    assert [h["score"] for h in shown] == pytest.approx([float(r[4]) for r in run], abs=1e-6)  # 6 decimals
     [line] = (tmp_path / "eval" / f"{system}.snippets.jsonl").read_text().splitlines()
     top = json.loads(line)["snippets"]
     assert top and all(s["doc_id"] in {h["id"] for h in shown} for s in top)

@@ -102,18 +102,22 @@ def indices(settings: ConnectionSettings) -> None:
 
 
 @cli.command("delete-index")
-@click.argument("name")
+@click.argument("name", callback=options.exact_name)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj
 def delete_index(settings: ConnectionSettings, name: str, yes: bool) -> None:
-    """Delete the documents index NAME and its NAME-sentences index."""
-    from biorank.store.indices import delete_indices
+    """Delete the documents index NAME and the sentences index it names: exactly those, never a pattern, and
+    only an index biorank built as a documents index."""
+    from biorank.store.indices import delete_indices, owned_indices
 
     client = options.client(settings)
+    owned = owned_indices(client, name)
+    if not owned:
+        click.echo(f"no index {name!r}")
+        return
     if not yes:
-        click.confirm(f"delete {name} and {name}-sentences?", abort=True)
-    deleted = delete_indices(client, name)
-    click.echo(f"deleted {', '.join(deleted)}" if deleted else f"no index {name!r}")
+        click.confirm(f"delete {' and '.join(owned)}?", abort=True)
+    click.echo(f"deleted {', '.join(delete_indices(client, name))}")
 
 
 @cli.command()

@@ -42,8 +42,18 @@ def apply(command: Callable, options: list[Callable]) -> Callable:
     return command
 
 
+def exact_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from biorank.store.names import IndexNameError, check_index_name
+
+    try:
+        return value if value is None else check_index_name(value)
+    except IndexNameError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+
+
 def index_option(help: str = "Documents index; its sentences are in NAME-sentences.") -> Callable:
-    return click.option("--index", "index_name", default=DEFAULT_INDEX, show_default=True, help=help)
+    return click.option("--index", "index_name", default=DEFAULT_INDEX, show_default=True, help=help,
+                        callback=exact_name)
 
 
 def seed_option(help: str = "Seed of everything drawn at random.") -> Callable:

@@ -107,12 +107,16 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
       biorank tune-snippets --queries claims_train.jsonl --snippet-gold claims_train.jsonl \\
           --qrels qrels/train.tsv --index scifact --perspectives similarity,lexical,document
     """
+    from biorank.stages.snippets import SnippetError
     from biorank.tuning.snippet_weights import METRIC, SnippetTuning, plot_tuning, tune_snippet_weights
 
-    tuning = SnippetTuning(queries=Path(queries_path), gold=snippet_gold, qrels=qrels_path, system=system,
-                           reranker=reranker_model, split=split,
-                           perspectives=options.comma_list(perspectives, "--perspectives"), rounds=rounds,
-                           trials=trials, min_gain=min_gain, seed=seed, store=not no_store)
+    try:
+        tuning = SnippetTuning(queries=Path(queries_path), gold=snippet_gold, qrels=qrels_path, system=system,
+                               reranker=reranker_model, split=split,
+                               perspectives=options.comma_list(perspectives, "--perspectives"), rounds=rounds,
+                               trials=trials, min_gain=min_gain, seed=seed, store=not no_store)
+    except SnippetError as e:
+        raise click.BadParameter(str(e), param_hint="--perspectives") from None
     searcher = options.searcher(settings, index_name)
     with stage_progress() as progress:
         outcome = tune_snippet_weights(searcher, tuning, progress=progress, report=click.echo)

@@ -29,9 +29,10 @@ from biorank.config import DEFAULT_INDEX
 from biorank.indexer.blocks import block_budget, make_blocks
 from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import sentences_of
-from biorank.store.indices import refresh_paused, sentences_index_name
+from biorank.store.indices import delete_indices, refresh_paused, sentences_index_name
 from biorank.store.mappings.documents import IndexSettings, documents_index_body
 from biorank.store.mappings.sentences import sentence_id, sentences_index_body
+from biorank.store.names import check_index_name
 from biorank.store.record import MAPPING_VERSION, check_record
 from biorank.store.writer import BulkWriter, WriteFailure
 from biorank.types import Abstract, Advance, Rejected, Sentence
@@ -62,6 +63,9 @@ class IndexOptions:
     settings: IndexSettings = field(default_factory=IndexSettings)
     rejects: Path | None = None
     """Where rejected records are listed (tab-separated: source, line, id, reason); written only when needed."""
+
+    def __post_init__(self) -> None:
+        check_index_name(self.index)
 
 
 @dataclass
@@ -172,9 +176,8 @@ class Indexer:
         """Create the indices, or check that existing ones were built by biorank with the same encoder."""
         encoder, settings = self.encoder, self.options.settings
         model, dimension = encoder.model_name, encoder.dimension
-        names = [self.options.index, *([self.sentences_index] if self.sentences_index else [])]
         if self.options.recreate:
-            self.client.indices.delete(index=",".join(names), ignore_unavailable=True)
+            delete_indices(self.client, self.options.index)
         bodies = {
             self.options.index: documents_index_body(
                 settings, model=model, dimension=dimension,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from biorank.errors import BiorankError
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
 from biorank.retrieval.requests import MATCH_ALL, SHIFT, search_body, text_query
+from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, check_record
 from biorank.types import Hit
 
@@ -89,7 +90,7 @@ class Searcher:
     def __init__(self, client: OpenSearch, index: str, settings: SearchSettings | None = None, *,
                  encoder: Encoder | None = None) -> None:
         self.client = client
-        self.index = index
+        self.index = check_index_name(index)
         self.settings = settings or SearchSettings()
         self.record: IndexRecord = check_record(client, index)
         self._encoder = encoder

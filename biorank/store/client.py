@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from biorank.cluster.local import Echo, LocalNode
-from biorank.config import ConnectionSettings
+from biorank.config import ConnectionSettings, redact_url
 from biorank.errors import ClusterUnavailable
 
 if TYPE_CHECKING:
@@ -63,16 +63,17 @@ def connect(
             raise ClusterUnavailable("the local node is not running; start it with `biorank cluster start`")
 
     client = make_client(settings, url)
+    shown = redact_url(url)
     try:
         client.info()
     except AuthenticationException:
         raise ClusterUnavailable(
-            f"OpenSearch at {url} refused the credentials; check --user/--password (BIORANK_USER/BIORANK_PASSWORD)"
+            f"OpenSearch at {shown} refused the credentials; check --user/--password (BIORANK_USER/BIORANK_PASSWORD)"
         ) from None
     except ConnectionError as e:
         reason = e.info if isinstance(e.info, str) else type(e.info).__name__
         hint = "is it running? `biorank cluster status` tells" if not settings.url else "check --url/BIORANK_URL"
-        raise ClusterUnavailable(f"cannot reach OpenSearch at {url} ({reason}); {hint}") from None
+        raise ClusterUnavailable(f"cannot reach OpenSearch at {shown} ({reason}); {hint}") from None
     except TransportError as e:
-        raise ClusterUnavailable(f"OpenSearch at {url} answered {e.status_code}: {e.error}") from None
+        raise ClusterUnavailable(f"OpenSearch at {shown} answered {e.status_code}: {e.error}") from None
     return client

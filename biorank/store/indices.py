@@ -7,14 +7,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biorank.store.record import IndexRecord
+from biorank.store.names import SENTENCES_SUFFIX, check_index_name
+from biorank.store.record import IndexMismatch, IndexRecord, read_record
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 
 def sentences_index_name(index: str) -> str:
-    return f"{index}-sentences"
+    return f"{index}{SENTENCES_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,27 @@ def list_indices(client: OpenSearch) -> list[IndexInfo]:
     return rows
 
 
+def owned_indices(client: OpenSearch, name: str) -> list[str]:
+    """The indices that deleting documents index ``name`` removes: ``name`` itself and the sentences index its
+    record names, if they exist. An index biorank did not build as a documents index is refused."""
+    check_index_name(name)
+    if not client.indices.exists(index=name):
+        return []
+    record = read_record(client, name)
+    if record.kind != "documents":
+        raise IndexMismatch(f"{name!r} is a biorank {record.kind} index, not a documents index; biorank deletes a "
+                            "documents index together with its sentences")
+    sentences = record.sentences_index
+    return [name, *([sentences] if sentences and client.indices.exists(index=sentences) else [])]
+
+
 def delete_indices(client: OpenSearch, name: str) -> list[str]:
-    """Delete the documents index ``name`` and its sentences index; the names of those that existed."""
-    existing = [i for i in (name, sentences_index_name(name)) if client.indices.exists(index=i)]
-    if existing:
-        client.indices.delete(index=",".join(existing))
-    return existing
+    """Delete the documents index ``name`` and its sentences index (:func:`owned_indices`); what was deleted."""
+    owned = owned_indices(client, name)
+    for index in owned:
+        # One exact name a request, so nothing but these can ever match.
+        client.indices.delete(index=index)
+    return owned
 
 
 @contextlib.contextmanager

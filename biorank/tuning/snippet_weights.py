@@ -242,6 +242,9 @@ class SnippetTuning:
     depth: int = 100
     """First-stage depth: the reranker reorders the top of it, snippets come from the top 10."""
 
+    def __post_init__(self) -> None:
+        equal_weights(self.perspectives)  # unknown perspectives are refused before anything runs
+
 
 @dataclass
 class SnippetTuningOutcome:

@@ -1,0 +1,45 @@
+"""Index names are exact: a name biorank is given names one index, never a pattern or a list.
+
+OpenSearch expands ``*``, ``,``-lists and ``_all`` in most index APIs, so a name passed on as given could make a
+delete or a search reach indices nobody named. Every name a command takes is checked here before anything
+reaches the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+
+from biorank.config import QUERY_LOG_INDEX
+from biorank.errors import BiorankError
+
+SENTENCES_SUFFIX = "-sentences"
+MAX_NAME_BYTES = 255
+_NAME = re.compile(r"[a-z0-9][a-z0-9._+-]*")
+
+
+class IndexNameError(BiorankError):
+    """A name that is not one exact index name biorank may use for documents."""
+
+
+def check_index_name(name: str) -> str:
+    """``name`` if it is one plain documents index name; otherwise a one-line reason and what to use instead.
+
+    Refused: wildcards, lists and other characters OpenSearch treats specially, upper case, a leading ``_``,
+    ``-`` or ``+``, ``.``/``..``, names over 255 bytes, and names biorank reserves — the query log's and those
+    of sentences indices, which belong to their documents index.
+    """
+    if not name or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise IndexNameError(
+            f"{name!r} is not an index name biorank accepts: one name of lower-case letters, digits, '.', '_', '-' "
+            "or '+', not starting with '_', '-' or '+' (no wildcards or lists: a command acts on exactly the index "
+            "it is given)")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise IndexNameError(f"index names are at most {MAX_NAME_BYTES} bytes; {name[:40]!r}… has "
+                             f"{len(name.encode())}")
+    if name == QUERY_LOG_INDEX or name.startswith(QUERY_LOG_INDEX + "-"):
+        raise IndexNameError(f"{name!r} is reserved for biorank's query log (`biorank log` reads it); choose "
+                             "another --index name")
+    if name.endswith(SENTENCES_SUFFIX):
+        raise IndexNameError(f"{name!r} is a sentences index name: name its documents index "
+                             f"({name.removesuffix(SENTENCES_SUFFIX)!r}), which brings its sentences with it")
+    return name
