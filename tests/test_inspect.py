@@ -121,6 +121,8 @@ def test_stats_reports_counts_sizes_encoder_bm25_and_whatever_was_tuned(
 
 
 def test_stats_refuses_a_sentences_index(opensearch_url: str, sample_index: str) -> None:
+    # Refused by its name, before the cluster is asked: a sentences index belongs to its documents index.
     result = _invoke(opensearch_url, "stats", "--index", f"{sample_index}-sentences")
-    assert result.exit_code == 1
-    assert "is a biorank sentences index, not a documents index" in result.output
+    assert result.exit_code == 2
+    assert "is a sentences index name: name its documents index" in result.output
+    assert repr(sample_index) in result.output
