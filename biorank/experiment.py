@@ -22,7 +22,7 @@ from biorank.evaluation.runs import read_trec, write_trec
 from biorank.evaluation.splits import Split, split_judged
 from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
 from biorank.pipeline import Pipeline, PipelineSettings
-from biorank.types import Run, Snippet, StageProgress
+from biorank.types import Run, Snippet, StageProgress, stage_counter
 
 if TYPE_CHECKING:
     from biorank.evaluation.bioasq import APDenominator
@@ -107,15 +107,7 @@ def run_experiment(experiment: Experiment, searcher: Searcher | None = None, *,
         queries = _judged_queries(experiment, qrels, notes)
         pipelines = build_pipelines(experiment.systems, searcher, experiment.pipeline)
         for name, pipeline in pipelines.items():
-            total = len(queries) * len(pipeline.stages)
-            done = 0
-
-            def advance(n: int, name: str = name, total: int = total) -> None:
-                nonlocal done
-                done += n
-                if progress is not None:
-                    progress(name, done, total)
-
+            advance = stage_counter(progress, name, len(queries) * len(pipeline.stages))
             answers = pipeline.run(queries, experiment.k, progress=advance, log=log)
             notes += [f"{name}: {note}" for note in pipeline.notes]
             hits = {q: a.hits for q, a in answers.items()}

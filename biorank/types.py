@@ -17,6 +17,19 @@ Advance = Callable[[int], None]
 StageProgress = Callable[[str, int, int], None]
 """Progress of work in named stages: called with (stage, done, total)."""
 
+def stage_counter(progress: StageProgress | None, stage: str, total: int) -> Advance:
+    """An advance-by-n callback that reports one stage of a (stage, done, total) progress function."""
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(stage, done, total)
+
+    return advance
+
+
 PERSPECTIVES = ("relevance", "similarity", "lexical", "document")
 """The perspectives a snippet is scored from (Rawal & Baral), in the order of their weights a1 … a4."""
 

@@ -47,12 +47,11 @@ from biorank.training.loop import (
     optimiser,
     remove_checkpoint,
     run_epochs,
-    stage_counter,
     training_split,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.synthetic import KINDS, SyntheticPair, generators, make_pairs, sample_documents
-from biorank.types import Qrels, StageProgress
+from biorank.types import Qrels, StageProgress, stage_counter
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch

@@ -87,19 +87,6 @@ def training_split(queries: Mapping[str, str], qrels: Qrels,
     return rest, dev
 
 
-def stage_counter(progress: StageProgress | None, stage: str, total: int) -> Callable[[int], None]:
-    """An advance-by-n callback that reports one stage of a (stage, done, total) progress function."""
-    done = 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(stage, done, total)
-
-    return advance
-
-
 def optimiser(model: Any, config: Any, steps_per_epoch: int) -> tuple[int, Any, Any]:
     """The total steps of a recipe (``epochs``, ``max_steps``), its AdamW optimiser and linear schedule."""
     import torch

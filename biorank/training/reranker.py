@@ -37,12 +37,11 @@ from biorank.training.loop import (
     optimiser,
     remove_checkpoint,
     run_epochs,
-    stage_counter,
     training_split,
     use_bf16,
 )
 from biorank.training.negatives import TrainingGroup, bm25_candidates, sample_negatives
-from biorank.types import Qrels
+from biorank.types import Qrels, stage_counter
 
 if TYPE_CHECKING:
     from biorank.retrieval.searcher import Searcher

@@ -26,7 +26,7 @@ from biorank.stages.snippets import (
     SnippetWeights,
 )
 from biorank.store.record import store_snippet_weights
-from biorank.types import PERSPECTIVES, StageProgress
+from biorank.types import PERSPECTIVES, StageProgress, stage_counter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -272,13 +272,7 @@ def tune_snippet_weights(searcher: Searcher, tuning: SnippetTuning, *, progress:
         raise SnippetError(f"no {tuning.split} query of {tuning.queries} has gold sentences in {tuning.gold}")
     pipeline = Pipeline.build(tuning.system, searcher, snippets="tuned", reranker=tuning.reranker,
                               snippet_weights=start)
-    what, total, done = f"{tuning.system} + sentences", len(queries) * len(pipeline.stages), 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(what, done, total)
+    advance = stage_counter(progress, f"{tuning.system} + sentences", len(queries) * len(pipeline.stages))
 
     candidates = pipeline.candidates(queries, tuning.depth, perspectives=tuning.perspectives, progress=advance)
     tuning_set = TuningSet(candidates, {q: gold[q] for q in queries})
