@@ -7,8 +7,8 @@ encodes both sides, as an index built and queried at that precision would.
     python benchmarks/encoder_precision.py                 # 1,000 abstracts, the 809 train claims
     python benchmarks/encoder_precision.py --limit 0 --precisions fp32,bf16    # all 5,183 abstracts
 
-The ONNX backend of sentence-transformers needs `sentence-transformers[onnx]`; where it is missing, that
-row says so and the others still run.
+onnx and int8 run in ONNX Runtime from biorank's own export (made once, in the cache); "load" is the load from
+that cache. Where a backend is missing, its row says so and the others still run.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_isa
 
 from biorank.models.encoder import PRECISIONS, Encoder
 
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     qrels = read_qrels(args.corpus.parent / "qrels" / "train.tsv")
     doc_ids, passages = read_passages(args.corpus, args.limit, set().union(*qrels.values()))
 
+    print(f"CPU: {cpu_isa()}")
     print(f"python {platform.python_version()}, torch {version('torch')}, "
           f"sentence-transformers {version('sentence-transformers')}, transformers {version('transformers')}, "
           f"onnxruntime {version('onnxruntime')}, {os.cpu_count()} CPUs, batch size {args.batch_size}")

@@ -39,8 +39,11 @@ import statistics
 import time
 from pathlib import Path
 
+from machine import cpu_isa
+
 from biorank.config import ConnectionSettings
 from biorank.evaluation.topics import read_queries
+from biorank.pipeline import Pipeline
 from biorank.retrieval.searcher import MODES, Searcher, SearchSettings
 from biorank.store.client import connect
 
@@ -57,10 +60,15 @@ def main() -> None:
     parser.add_argument("--index", default="scifact")
     parser.add_argument("--limit", type=int, default=0, help="queries to time (0: all)")
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--precision", default="auto", help="the query encoder's backend (auto: ONNX Runtime)")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--reranker", help="a cross-encoder folder: also time hybrid -> rerank 20 -> snippets")
+    parser.add_argument("--rerank-precisions", default="auto", help="comma-separated, for --reranker")
     args = parser.parse_args()
     client = connect(ConnectionSettings.from_env().with_overrides(url=args.url), echo=print)
     queries = list(read_queries(QUERIES).values())[: args.limit or None]
-    base = Searcher(client, args.index, SearchSettings(mode="bm25"))
+    base = Searcher(client, args.index, SearchSettings(mode="bm25", precision=args.precision))
+    print(f"CPU: {cpu_isa()}; {len(queries)} queries, k = {args.k}, query encoder {base.encoder.precision}")
 
     encoder = base.encoder
     encoder.encode(queries[:16])  # warm-up: the first call pays for kernels and allocations
@@ -75,7 +83,7 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     print(f"| (query encoding alone) | {percentile(encode_ms, 50):.1f} | {percentile(encode_ms, 95):.1f} | "
           f"{statistics.fmean(encode_ms):.1f} |")
-    for mode in MODES:
+    for mode in args.modes.split(","):
         searcher = base.with_settings(mode=mode)
         for text in queries[:20]:
             searcher.search(text, args.k)  # warm: caches, JIT, the pipeline of os-hybrid
@@ -86,8 +94,24 @@ def main() -> None:
             times.append((time.perf_counter() - started) * 1000)
         p50[mode] = percentile(times, 50)
         print(f"| {mode} | {p50[mode]:.1f} | {percentile(times, 95):.1f} | {statistics.fmean(times):.1f} |")
-    print(f"\nhybrid / bm25 (p50): {p50['hybrid'] / p50['bm25']:.2f}; "
-          f"hybrid-approx / hybrid (p50): {p50['hybrid-approx'] / p50['hybrid']:.2f}")
+    if {"hybrid", "bm25"} <= p50.keys():
+        print(f"\nhybrid / bm25 (p50): {p50['hybrid'] / p50['bm25']:.2f}")
+    if args.reranker:
+        for precision in args.rerank_precisions.split(","):
+            pipeline_latency(base, queries, args.k, args.reranker, precision)
+
+
+def pipeline_latency(base: Searcher, queries: list[str], k: int, reranker: str, precision: str) -> None:
+    """p50 of each stage of hybrid -> rerank 20 -> snippets, as ``biorank query --rerank --snippets`` runs it."""
+    pipeline = Pipeline.build("hybrid+rerank+snippets", base, reranker=reranker, precision=precision)
+    for text in queries[:10]:
+        pipeline.search(text, k)
+    stages: dict[str, list[float]] = {}
+    for text in queries:
+        for stage, ms in pipeline.search(text, k).ms.items():
+            stages.setdefault(stage, []).append(ms)
+    print(f"\nhybrid -> rerank 20 -> snippets, cross-encoder {pipeline.cross_encoder.precision}: " + ", ".join(
+        f"{stage} p50 {percentile(ms, 50):.1f} ms" for stage, ms in stages.items()))
 
 
 if __name__ == "__main__":

@@ -22,11 +22,12 @@ queries; nDCG@10 with the reranker alone (w = 1) / mixed half and half with the 
     | int8 | 256 | 50.3 | 268 | .7077/.7483 | 473 | .6832/.7569 | 704 | .6732/.7571 | 1129 | .6773/.7589 |
     | fp32 | 256 | 36.2 | 336 | .7088/.7497 | 598 | .6912/.7580 | 910 | .6806/.7594 | 1413 | .6828/.7614 |
 
-- onnx (``torch.onnx.export``, opset 17, one fixed shape; onnxruntime 1.32, CPU): the same scores as fp32
-  (max difference 2.4e-6) at 22 pairs/s against fp32's 36 in the same conditions; the quality pass was
-  stopped for its cost. Not offered.
-- int8 (``torch.ao`` dynamic quantisation of the linear layers) is slower than bf16 on a CPU with AMX and
-  AVX512-BF16, and loses up to 0.02 with the reranker alone; it stays an option for CPUs without bf16.
+- The int8 and onnx rows of this table were measured before biorank had its ONNX Runtime backend: int8 was
+  torch's dynamic quantisation, and onnx (22 pairs/s) a one-off export padded to one fixed shape. Both
+  precisions now run in ONNX Runtime (:mod:`biorank.models.runtime`), with batches padded to their own longest
+  pair; their latency is in README's "Speed on your CPU" (``benchmarks/query_latency.py --reranker``). Their
+  quality against a trained reranker is what this benchmark measures: run it with
+  ``--configs fp32:256,onnx:256,int8:256``.
 - Cutting documents to 192 or 128 word pieces costs more quality than the depth it buys.
 
 Chosen defaults: bf16, 256 word pieces, depth 20, w = 0.5: nDCG@10 0.7580 (+0.0141 over the hybrid) within
@@ -37,48 +38,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-import warnings
 from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
-
-
-class _OnnxModel:
-    """Runs an exported model with onnxruntime behind the call the CrossEncoder makes on a torch model."""
-
-    def __init__(self, model, tokenizer, max_length: int, batch_size: int, folder: Path) -> None:
-        import onnxruntime as ort
-        import torch
-
-        path = folder / f"reranker-{max_length}x{batch_size}.onnx"
-        sample = tokenizer(["q"] * batch_size, ["t"] * batch_size, padding="max_length", max_length=max_length,
-                           truncation=True, return_tensors="pt")
-        names = ["input_ids", "attention_mask", "token_type_ids"]
-
-        class Logits(torch.nn.Module):
-            def __init__(self, inner) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids).logits
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # The CrossEncoder feeds one fixed shape, so the graph is exported for exactly that shape.
-            torch.onnx.export(Logits(model), tuple(sample[n] for n in names), str(path), input_names=names,
-                              output_names=["logits"], dynamo=False, opset_version=17)
-        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        self.names = names
-
-    def __call__(self, **inputs):
-        import torch
-
-        logits = self.session.run(None, {n: inputs[n].numpy() for n in self.names})[0]
-        return type("Output", (), {"logits": torch.from_numpy(logits)})()
 
 
 def main() -> None:
@@ -87,7 +50,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="The reranker folder (biorank train-reranker --out).")
     parser.add_argument("--queries", default=str(SHARED / "claims_train.jsonl"))
     parser.add_argument("--qrels", default=str(SHARED / "qrels" / "train.tsv"))
-    parser.add_argument("--configs", default="fp32:256,bf16:256,int8:256,onnx:256,bf16:128,bf16:192,bf16:320",
+    parser.add_argument("--configs", default="fp32:256,bf16:256,onnx:256,int8:256",
                         help="precision:max_length pairs, comma-separated.")
     parser.add_argument("--depths", default="10,20,30,50")
     parser.add_argument("--latency-queries", type=int, default=20)
@@ -96,6 +59,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import numpy as np
+    from machine import cpu_isa
 
     from biorank.config import ConnectionSettings
     from biorank.evaluation.measures import evaluate, run_from_hits
@@ -126,6 +90,7 @@ def main() -> None:
         fetching.append((time.perf_counter() - middle) * 1e3)
     base_ms = statistics.median(first_stage) + statistics.median(fetching)
     hybrid = evaluate(run_from_hits(hits), qrels, ["nDCG@10"])["nDCG@10"]
+    print(f"CPU: {cpu_isa()}")
     print(f"{len(queries)} dev queries; hybrid nDCG@10 {hybrid:.4f}; first stage p50 "
           f"{statistics.median(first_stage):.1f} ms, reading texts p50 {statistics.median(fetching):.1f} ms")
 
@@ -133,14 +98,7 @@ def main() -> None:
     for config in args.configs.split(","):
         precision, length = config.split(":")
         length_ = int(length)
-        if precision == "onnx":
-            reranker = CrossEncoder(args.model, precision="fp32", max_length=length_)
-            reranker._model = _OnnxModel(reranker._model, reranker._tokenizer, length_, reranker.batch_size,
-                                         Path(tempfile.mkdtemp(prefix="biorank-onnx-")))
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                reranker = CrossEncoder(args.model, precision=precision, max_length=length_)
+        reranker = CrossEncoder(args.model, precision=precision, max_length=length_)
         reranker.score(queries[sample[0]], [texts[h.id] for h in hits[sample[0]][:10]])  # warm-up
         latency = {}
         for depth in depths:

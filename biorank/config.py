@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_INDEX = "biorank"
@@ -18,6 +19,13 @@ DEFAULT_LAMBDA = 0.03
 (``biorank tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at 0.05, 0.6665 at 0, 0.6948 at 1)."""
 
 _FALSE = {"0", "false", "no", "off"}
+
+
+def default_cache() -> Path:
+    """Where downloads and derived files (the node's artifacts, exported models) are kept [BIORANK_CACHE]."""
+    if os.environ.get("BIORANK_CACHE"):
+        return Path(os.environ["BIORANK_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "biorank"
 
 
 @dataclass(frozen=True)

@@ -171,8 +171,11 @@ def test_bf16_stays_close_to_fp32(encoder: Encoder, abstracts: dict[str, str]) -
     assert cosines.min() > 0.999
 
 
-def test_auto_precision_resolves_to_a_torch_precision() -> None:
-    assert Encoder().precision in ("fp32", "bf16")
+def test_auto_precision_is_bf16_where_the_cpu_has_it_and_onnx_runtime_elsewhere() -> None:
+    from biorank.models.encoder import cpu_flags
+
+    native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+    assert Encoder().precision == ("bf16" if native else "onnx")
 
 
 def test_an_unknown_precision_is_refused() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from biorank.errors import BiorankError
@@ -22,7 +23,7 @@ CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculos
 
 @pytest.fixture(scope="module")
 def reranker(tiny_reranker: Path) -> CrossEncoder:
-    return CrossEncoder(tiny_reranker, max_length=64, batch_size=8)
+    return CrossEncoder(tiny_reranker, max_length=64, batch_size=8, precision="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,27 @@ def test_a_pair_scores_the_same_in_any_batch(reranker: CrossEncoder, sample_inde
     among_others = reranker.score(CLAIM, documents[5:12] + documents[:1] + documents[12:])[7]
     reversed_order = reranker.score(CLAIM, documents[::-1])[-1]
     assert alone == among_others == reversed_order
+
+
+@pytest.mark.parametrize("precision", ["onnx", "int8"])
+def test_onnx_runtime_scores_as_torch_does(reranker: CrossEncoder, tiny_reranker: Path, sample_index: str,
+                                           opensearch, precision: str) -> None:
+    hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
+    texts = fetch_texts(opensearch, sample_index, [h.id for h in hits])
+    documents = [texts[h.id] for h in hits]
+    other = CrossEncoder(tiny_reranker, max_length=64, batch_size=8, precision=precision)
+    assert other.precision == precision and other._model is None
+    expected, found = reranker.score(CLAIM, documents), other.score(CLAIM, documents)
+    alone = other.score(CLAIM, documents[:1])[0]
+    if precision == "onnx":
+        np.testing.assert_allclose(found, expected, atol=1e-4)
+        # Lengths differ, so batches differ in width: a pair scores the same alone (to float rounding).
+        assert abs(alone - found[0]) < 1e-5
+    else:
+        # int8 moves scores a little; the order of what the fp32 model tells apart stays.
+        assert np.corrcoef(found, expected)[0, 1] > 0.98
+        # Activations are quantised with one scale per batch, so a pair's score moves with its neighbours.
+        assert abs(alone - found[0]) < 0.2 * np.ptp(expected)
 
 
 def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker: CrossEncoder, tiny_reranker: Path,

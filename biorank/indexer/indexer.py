@@ -176,6 +176,7 @@ class Indexer:
         """Create the indices, or check that existing ones were built by biorank with the same encoder."""
         encoder, settings = self.encoder, self.options.settings
         model, dimension = encoder.model_name, encoder.dimension
+        encoder.export_for_queries()
         if self.options.recreate:
             delete_indices(self.client, self.options.index)
         bodies = {

@@ -9,24 +9,30 @@ followed the batch, and not at all (over random neighbours and positions) once t
 fixed shape costs nothing on documents, which nearly all fill 256 word pieces, and was even faster than
 padding to the longest pair (0.76 s against 0.89 s for 100 pairs, bf16).
 
-torch and transformers are imported only when a :class:`CrossEncoder` is built.
+In ONNX Runtime (precisions onnx and int8, :mod:`biorank.models.runtime`) pairs are instead sorted by length and
+each batch padded to its own longest pair: sentences are short, and padding them to the window was most of the
+snippet stage's cost. There a pair's fp32 score depends on its batch only by float rounding (1e-5 at most in the
+tests), since padded positions are masked out; int8 scores move with the batch (see runtime). torch and
+transformers are imported only for the torch precisions, or once to export a model that has no export yet.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
-from biorank.models.encoder import model_identity, native_bf16, quiet_loading, resolve_model
+from biorank.models.encoder import auto_precision, model_identity, native_bf16, quiet_loading, resolve_model
+from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, cached
 
 if TYPE_CHECKING:
     import numpy as np
 
-Precision = Literal["auto", "fp32", "bf16", "int8"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "int8")
+Precision = Literal["auto", "fp32", "bf16", "onnx", "int8"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8")
 DEFAULT_MAX_LENGTH = 256
 """Word pieces of query and document together; the document is cut, never the query."""
 DEFAULT_BATCH_SIZE = 10
@@ -48,16 +54,38 @@ class CrossEncoder:
             raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
         if batch_size < 1 or max_length < 8:
             raise ValueError("batch_size must be at least 1 and max_length at least 8")
+        self._name = str(model)
+        self._onnx: OnnxModel | None = None
+        if precision == "auto":
+            precision = auto_precision("documents", device)
+        if precision in ONNX_PRECISIONS:
+            if device not in (None, "cpu"):
+                raise ValueError(f"{precision} runs in ONNX Runtime on the CPU; use fp32 or bf16 on {device}")
+            self._onnx = OnnxModel(self._export(precision, max_length), precision)  # type: ignore[arg-type]
+            self._setup(None, None, precision, max_length, batch_size, "cpu")
+            return
         import torch
 
-        self._name = str(model)
+        loaded, tokenizer = self._load()
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._setup(loaded.eval().to(device), tokenizer, precision, max_length, batch_size, device)
+
+    def _load(self) -> tuple[Any, Any]:
         loaded, tokenizer = load_cross_encoder(self._name)
         if loaded.config.num_labels != 1:
             raise CrossEncoderError(
                 f"the reranker {self._name!r} has {loaded.config.num_labels} outputs; a cross-encoder for "
                 f"ranking has one (train one with `biorank train-reranker`)")
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._setup(loaded.eval().to(device), tokenizer, precision, max_length, batch_size, device)
+        return loaded, tokenizer
+
+    def _export(self, precision: str, max_length: int) -> Path:
+        folder = cached(self.model_name, "cross-encoder", precision)  # type: ignore[arg-type]
+        if folder is None:
+            from biorank.models.export import export_cross_encoder
+
+            loaded, tokenizer = self._load()
+            folder = export_cross_encoder(loaded.eval(), tokenizer, self.model_name, max_length)
+        return folder
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, *, precision: Precision = "auto",
@@ -65,19 +93,16 @@ class CrossEncoder:
         """A reranker over a model already in memory (validation during training); the caller sets eval mode."""
         reranker = cls.__new__(cls)
         reranker._name = "(in memory)"
+        reranker._onnx = None
         reranker._setup(model, tokenizer, precision, max_length, batch_size, str(next(model.parameters()).device))
         return reranker
 
     def _setup(self, model: Any, tokenizer: Any, precision: Precision, max_length: int, batch_size: int,
                device: str) -> None:
-        import torch
-
         if precision == "auto":
+            import torch
+
             precision = "bf16" if native_bf16(torch, torch.device(device)) else "fp32"
-        if precision == "int8":
-            if torch.device(device).type != "cpu":
-                raise ValueError("int8 (dynamic quantisation) runs on the CPU only")
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         self._device = device
         self._precision: Precision = precision
         self._model = model
@@ -101,7 +126,7 @@ class CrossEncoder:
     def precision(self) -> Precision:
         return self._precision
 
-    @property
+    @cached_property
     def model_name(self) -> str:
         """A stable identifier of the weights (folder name and content digest, or the hub name)."""
         return model_identity(self._name)
@@ -113,6 +138,11 @@ class CrossEncoder:
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """One score per (query, text) pair, in input order."""
         import numpy as np
+
+        if self._onnx is not None:
+            if not pairs:
+                return np.empty(0, dtype=np.float32)
+            return self._onnx.score_pairs(pairs, batch_size=self.batch_size, max_length=self.max_length)
         import torch
 
         scores = np.empty(len(pairs), dtype=np.float32)

