@@ -10,6 +10,7 @@ from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import echo, record_progress, stage_progress
 from biorank.config import ConnectionSettings
+from biorank.tuning.lambda_grid import LAMBDA_GRID
 
 SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all of them."
 
@@ -21,7 +22,7 @@ SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all o
 @options.index_option()
 @click.option("--metric", default="ndcg@10", show_default=True, help="ndcg@10, map@10, recall@100, ...")
 @click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True, help=SPLIT_HELP)
-@click.option("--grid", default="0,0.005,0.01,0.02,0.03,0.05,0.075,0.1,0.2,0.5,1", show_default=True,
+@click.option("--grid", default=",".join(map(str, LAMBDA_GRID)), show_default=True,
               help="λ values to try, comma-separated.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("lambda.png"),
               show_default=True, help="PNG of the metric against λ.")

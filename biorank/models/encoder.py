@@ -38,7 +38,8 @@ sentences; the node on the same 2 cores) on an AMD EPYC with AVX2 + AVX-512 (VNN
 - int8 is the fastest everywhere it was measured, but its vectors miss the 0.999 cosine that the index's
   vectors must keep with fp32 (mean 0.9946, min 0.9907 over 500 abstracts; quantising fewer layers did not
   get there: leaving the feed-forward output in fp32 gave 0.9974 at two thirds of the speed). It is offered,
-  never chosen by "auto". ONNX Runtime picks its kernels by CPUID and cannot be held to AVX2; these figures
+  never chosen by "auto" (its activations are also scaled per batch, so a vector moves a little with its batch
+  neighbours). ONNX Runtime picks its kernels by CPUID and cannot be held to AVX2; these figures
   come from AVX-512 with VNNI, which int8 uses (an AVX2-only CPU has no VNNI and gains less). On this AMD
   CPU 512-bit arithmetic runs as two 256-bit halves, and torch fp32 held to AVX2 ran at 97% of its
   unrestricted speed, so its fp32 rows stand for AVX2 too.
@@ -47,6 +48,8 @@ So "auto" is: ONNX Runtime fp32 for queries everywhere (a fresh ``biorank query`
 for documents, bf16 where the device does bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU that torch
 reports as bf16-capable without emulation), ONNX Runtime fp32 elsewhere. fp32, bf16 and onnx vectors agree to
 a cosine of 0.99996 or better, so the index records the model (:attr:`Encoder.model_name`), not the precision.
+Two threads (the core count, torch's default) ran 1.7x faster than one in torch, so torch's thread setting is
+left alone; ONNX Runtime gets the physical cores.
 """
 
 from __future__ import annotations
