@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from biorank.indexer.indexer import estimate_records
 from biorank.indexer.readers import FORMATS, ReaderError, detect_format, read_records
 from biorank.types import Abstract, Rejected
 
@@ -256,6 +257,19 @@ def test_truncated_gzip_keeps_what_was_readable(scifact: list[Abstract], scifact
     assert rejected[0].line == len(abstracts) + 1
     assert len(abstracts) > 2000
     assert [(a.id, a.abstract) for a in abstracts] == [(a.id, a.abstract) for a in scifact[: len(abstracts)]]
+    # The progress bar's estimate counts what it can read of it too (all but the last read of 64 KB) instead of
+    # stopping the command.
+    assert len(abstracts) - 50 < estimate_records(truncated) <= len(abstracts) + 1
+
+
+def test_the_estimate_counts_a_last_line_without_newline(tmp_path: Path) -> None:
+    lines = [json.dumps({"doc_id": i, "title": f"t{i}", "abstract": ["a."]}) for i in range(3)]
+    for ending, expected in (("\n", 3), ("", 3)):
+        path = tmp_path / f"corpus{len(ending)}.jsonl"
+        path.write_text("\n".join(lines) + ending)
+        assert estimate_records(path) == expected
+    (tmp_path / "empty.jsonl").write_text("")
+    assert estimate_records(tmp_path / "empty.jsonl") == 0
 
 
 # --- BEIR, generic JSON Lines ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import json
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -101,16 +102,22 @@ def estimate_records(path: str | Path) -> int:
     xml = ".xml" in path.suffixes
     count = 0
     tail = b""
-    with opener(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            if xml:
-                # A tag split across two chunks is counted through the previous chunk's last bytes.
-                window = tail + chunk
-                count += window.count(b"</MedlineCitation>") - tail.count(b"</MedlineCitation>")
+    try:
+        with opener(path, "rb") as f:
+            # Small reads: a truncated .gz raises on the read that meets its end, losing that read's bytes.
+            while chunk := f.read(1 << 16):
+                if xml:
+                    # A tag split across two chunks is counted through the previous chunk's last bytes.
+                    window = tail + chunk
+                    count += window.count(b"</MedlineCitation>") - tail.count(b"</MedlineCitation>")
+                else:
+                    count += chunk.count(b"\n")
                 tail = chunk[-32:]
-            else:
-                count += chunk.count(b"\n")
-    return count
+    except (EOFError, OSError, zlib.error):
+        # A truncated or corrupt .gz: the readers report what they cannot read; the estimate is what was seen.
+        pass
+    # The last line of a file need not end with a newline.
+    return count + (not xml and tail[-1:] not in (b"", b"\n"))
 
 
 @dataclass
