@@ -25,7 +25,7 @@ TEST_QUERY_LOG = f"biorank-queries-test-{uuid.uuid4().hex[:8]}"
 os.environ["BIORANK_QUERY_LOG_INDEX"] = TEST_QUERY_LOG
 
 
-CLUSTER_FIXTURES = {"opensearch", "opensearch_url", "own_node", "node_home"}
+CLUSTER_FIXTURES = {"opensearch", "opensearch_url", "own_node", "node_home", "secure_node"}
 """Fixtures that run a node (the shared one, or one a test starts and stops itself)."""
 SLOW_FIXTURES = {"scifact_index", "tiny_reranker", "tiny_encoder"}
 
@@ -73,6 +73,20 @@ def opensearch_url() -> Iterator[str]:
         finally:
             node.stop()
             shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def secure_node() -> Iterator[LocalNode]:
+    """A second local node, secured as production clusters are: security plugin, HTTPS, basic auth, users."""
+    home = Path(tempfile.mkdtemp(prefix="biorank-test-secure-node-"))
+    home.chmod(0o755)
+    node = LocalNode(NodeSettings(home=home, port=_test_node_port(), heap="768m", secure=True))
+    try:
+        node.start()
+        yield node
+    finally:
+        node.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from biorank.cluster.artifacts import sha256_of
-from biorank.errors import BiorankError
 from biorank.models.catalogue import MAVEN_MODELS, materialise
 from biorank.models.encoder import Encoder, model_identity
 from biorank.models.runtime import FILES, Manifest
@@ -55,6 +54,16 @@ def test_int8_of_a_named_model_is_quantised_by_biorank(bge: Encoder) -> None:
     assert np.sum(int8.encode(texts) * bge.encode(texts), axis=1).min() > 0.97
 
 
-def test_a_torch_precision_of_an_onnx_only_model_says_what_to_use() -> None:
-    with pytest.raises(BiorankError, match="--precision onnx or int8"):
-        Encoder("bge-small-en-v1.5", precision="fp32")
+def test_the_graph_converted_to_torch_encodes_as_the_graph_does(bge: Encoder, shared_data: Path) -> None:
+    """fp32 torch weights mapped from the ONNX graph (what training starts from) against ONNX Runtime itself,
+    on real claims and abstracts of every length up to the 512-piece window."""
+    claims = [json.loads(line)["claim"] for line in
+              (shared_data / "scifact" / "claims_train.jsonl").read_text(encoding="utf-8").splitlines()[:16]]
+    lines = (shared_data / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:16]
+    abstracts = [d["title"] + " " + " ".join(d["abstract"]) for d in map(json.loads, lines)]
+    torch_bge = Encoder("bge-small-en-v1.5", precision="fp32")
+    assert torch_bge.model_name == bge.model_name and torch_bge.max_seq_length == 512
+    texts = claims + abstracts
+    cosines = np.sum(torch_bge.encode(texts) * bge.encode(texts), axis=1)
+    assert cosines.min() >= 0.9999, cosines.min()
+    assert torch_bge.tokenize_batch(texts) == bge.tokenize_batch(texts)

@@ -131,6 +131,11 @@ def test_a_run_killed_midway_resumes_to_exact_counts(
     assert victim.poll() is None, f"the run ended before it could be killed: {log.read_text()}"
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
+    # What the killed run wrote becomes searchable by itself: refreshing was slowed during the run, not stopped.
+    deadline = time.monotonic() + 90
+    while _count(opensearch, sentences) < 200 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _count(opensearch, sentences) >= 200
 
     options = IndexOptions(index=index_name, batch_size=8, rejects=tmp_path / "rejects.tsv")
     report = Indexer(opensearch, options, encoder=default_encoder).run([corpus])

@@ -570,3 +570,29 @@ def test_memory_stays_bounded_on_a_large_file(kind: str, medline16: Path, scifac
     # Holding the parsed tree (or the lines) would take several times the file's size; the file is >= 19 MB.
     assert big.stat().st_size > 19_000_000
     assert grown_mb < 15, f"memory grew by {grown_mb} MB while streaming {big.stat().st_size} bytes"
+
+
+def test_malformed_citations_are_skipped_one_by_one_and_reading_goes_on(
+    medline16: Path, medline16_records: tuple[list[Abstract], list[Rejected]], tmp_path: Path
+) -> None:
+    """A bad byte, nesting past libxml2's depth limit and a text node over 10 MB, each in its own citation."""
+    raw = gzip.decompress(medline16.read_bytes())
+    starts = [m.start() for m in re.finditer(rb"<MedlineCitation ", raw)]
+    damage = {3: b"\xff", 5: b"<i>" * 300 + b"</i>" * 300, 7: b"x" * 11_000_000}
+    edited, last, damaged_lines = [], 0, []
+    for citation, inserted in damage.items():
+        title = raw.index(b"<ArticleTitle>", starts[citation]) + len(b"<ArticleTitle>")
+        edited += [raw[last:title], inserted]
+        last = title
+        damaged_lines.append(raw[:title].count(b"\n") + 1)
+    path = tmp_path / "damaged.xml"
+    path.write_bytes(b"".join(edited) + raw[last:])
+    abstracts, rejected = split(read_records(path))
+    expected = [a for i, a in enumerate(medline16_records[0]) if i not in damage]
+    assert [(a.id, a.abstract) for a in abstracts] == [(a.id, a.abstract) for a in expected]
+    # libxml2 numbers lines past 65535 only roughly (the line of a child), so lines are compared below that.
+    assert [a.line for a in abstracts if a.line < 65535] == [a.line for a in expected if a.line < 65535]
+    malformed = [r for r in rejected if r.reason.startswith("malformed XML")]
+    assert [r.line for r in malformed] == damaged_lines
+    assert all("the citation there was skipped and reading went on at line" in r.reason for r in malformed)
+    assert [r.reason for r in rejected if r not in malformed] == ["deleted citation"]

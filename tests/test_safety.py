@@ -133,3 +133,130 @@ def test_lambda_must_be_a_finite_number_in_range(opensearch_url: str, sample_ind
 def test_an_empty_system_list_is_a_usage_error(shared_data: Path) -> None:
     result = _run("eval", "--qrels", str(shared_data / "scifact" / "qrels" / "train.tsv"), "--systems", " , ")
     assert result.exit_code == 2 and "give at least one name" in result.output
+
+
+def _jsonl(path: Path, docs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+def _long_abstract() -> str:
+    return " ".join(f"Sentence {i} reports that calcium signalling rises in stimulated cells." for i in range(60))
+
+
+def test_an_id_ending_in_a_block_number_is_its_own_document(opensearch: OpenSearch, index_name: str,
+                                                            default_encoder, tmp_path: Path) -> None:
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.stages.rerank import fetch_texts
+
+    docs = [{"id": "X", "title": "A long one", "text": _long_abstract()},
+            {"id": "X#1", "title": "The short one", "text": "It is short."},
+            {"id": "50%#2", "title": "Odd characters", "text": "Percent and hash."}]
+    corpus = _jsonl(tmp_path / "docs.jsonl", docs)
+    options = IndexOptions(index=index_name, format="jsonl", rejects=tmp_path / "rejects.tsv")
+    first = Indexer(opensearch, options, encoder=default_encoder).run([corpus])
+    assert first.indexed == 3 and first.blocks > 3
+    opensearch.indices.refresh(index=index_name)
+    titles = {h["_source"]["id"]: h["_source"]["title"] for h in opensearch.search(
+        index=index_name, body={"size": 100, "query": {"term": {"block": 0}}})["hits"]["hits"]}
+    assert titles == {d["id"]: d["title"] for d in docs}
+    assert fetch_texts(opensearch, index_name, ["X#1", "50%#2"]) == {
+        "X#1": "The short one It is short.", "50%#2": "Odd characters Percent and hash."}
+    again = Indexer(opensearch, options, encoder=default_encoder).run([corpus])
+    assert (again.indexed, again.unchanged) == (0, 3)
+
+
+def test_an_id_too_long_or_a_record_too_large_is_rejected_and_the_rest_goes_in(
+        opensearch_url: str, opensearch: OpenSearch, index_name: str, tmp_path: Path) -> None:
+    corpus = _jsonl(tmp_path / "docs.jsonl", [
+        {"id": "ok-1", "title": "Calcium", "text": "Calcium rises."},
+        {"id": "é" * 300, "title": "Long id", "text": "Its id has 600 bytes."},
+        {"id": "big", "title": "Too large", "text": _long_abstract()},
+        {"id": "ok-2", "title": "Potassium", "text": "Potassium falls."},
+    ])
+    rejects = tmp_path / "rejects.tsv"
+    result = _run("--url", opensearch_url, "index", str(corpus), "--format", "jsonl", "--index", index_name,
+                  "--max-record-bytes", "2000", "--rejects", str(rejects))
+    assert result.exit_code == 0, result.output
+    assert "2 records rejected" in result.output
+    rows = [line.split("\t") for line in rejects.read_text(encoding="utf-8").splitlines()[1:]]
+    assert [(row[1], row[3].split(":")[0]) for row in rows] == [("2", "id too long"), ("3", "record too large")]
+    opensearch.indices.refresh(index=index_name)
+    assert opensearch.count(index=index_name)["count"] == 2
+
+
+def test_a_bulk_request_refused_as_a_whole_is_split_until_only_the_bad_action_fails(
+        opensearch: OpenSearch, index_name: str) -> None:
+    from biorank.store.writer import BulkWriter
+
+    opensearch.indices.create(index=index_name)
+    bad_id = "x" * 600  # over OpenSearch's 512-byte _id: the whole bulk request is refused with a 400
+    actions = [{"_index": index_name, "_id": i, "_source": {"n": n}}
+               for n, i in enumerate(["a", "b", bad_id, "c", "d"])]
+    failures = BulkWriter(opensearch, chunk_size=5).write(actions)
+    assert [(f.id, f.reason.split(":")[0]) for f in failures] == [(bad_id, "OpenSearch refused it")]
+    assert "400" in failures[0].reason
+    opensearch.indices.refresh(index=index_name)
+    assert opensearch.count(index=index_name)["count"] == 4
+
+
+def test_os_hybrid_creates_or_changes_no_search_pipeline(opensearch_url: str, opensearch: OpenSearch,
+                                                        sample_index: str) -> None:
+    # Someone's own pipeline under the name biorank once used for its own: it must stay as it is.
+    theirs = {"description": "a user's own pipeline", "phase_results_processors": [{"normalization-processor": {
+        "normalization": {"technique": "l2"}, "combination": {"technique": "arithmetic_mean"}}}]}
+    opensearch.transport.perform_request("PUT", "/_search/pipeline/biorank-minmax", body=theirs)
+    try:
+        before = opensearch.transport.perform_request("GET", "/_search/pipeline")
+        result = _run("--url", opensearch_url, "query", "calcium signalling", "--index", sample_index,
+                      "--mode", "os-hybrid", "--no-log")
+        assert result.exit_code == 0, result.output
+        assert opensearch.transport.perform_request("GET", "/_search/pipeline") == before
+    finally:
+        opensearch.transport.perform_request("DELETE", "/_search/pipeline/biorank-minmax")
+
+
+def test_a_repeated_id_is_reported_and_the_later_record_kept(opensearch: OpenSearch, index_name: str,
+                                                             default_encoder, tmp_path: Path) -> None:
+    from biorank.indexer.indexer import Indexer, IndexOptions
+
+    rejects = tmp_path / "rejects.tsv"
+    options = IndexOptions(index=index_name, format="jsonl", sentences=False, rejects=rejects)
+    first = _jsonl(tmp_path / "first.jsonl", [{"id": "a", "title": "Old title", "text": "Calcium rises."},
+                                              {"id": "b", "title": "Potassium", "text": "Potassium falls."},
+                                              {"id": "a", "title": "New title", "text": "Calcium rises."}])
+    report = Indexer(opensearch, options, encoder=default_encoder).run([first])
+    assert (report.read, report.indexed, report.rejected["duplicate id"]) == (3, 2, 1)
+    rows = [line.split("\t") for line in rejects.read_text(encoding="utf-8").splitlines()[1:]]
+    assert [(row[1], row[2], row[3]) for row in rows] == [("1", "a", "duplicate id: replaced by the record at line 3")]
+    opensearch.indices.refresh(index=index_name)
+    titles = [h["_source"]["title"] for h in opensearch.search(index=index_name, body={
+        "query": {"term": {"id": "a"}}})["hits"]["hits"]]
+    assert titles == ["New title"]
+    # In a later batch or run, the same id with other content replaces the stored one, and is counted.
+    second = _jsonl(tmp_path / "second.jsonl", [{"id": "b", "title": "Potassium", "text": "Potassium rises."}])
+    again = Indexer(opensearch, options, encoder=default_encoder).run([second])
+    assert (again.indexed, again.replaced) == (1, 1)
+
+
+def test_a_file_with_no_usable_record_is_an_error(opensearch_url: str, index_name: str, tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.docs"
+    garbage.write_text("no tab here\nnor here\n\x00\x01 binary\n", encoding="utf-8")
+    refused = _run("--url", opensearch_url, "index", str(garbage), "--index", index_name,
+                   "--rejects", str(tmp_path / "r.tsv"))
+    assert refused.exit_code == 1 and "none of the 3 records could be used" in refused.output, refused.output
+    empty = tmp_path / "empty.docs"
+    empty.write_text("")
+    nothing = _run("--url", opensearch_url, "index", str(empty), "--format", "nfcorpus", "--index", index_name)
+    assert nothing.exit_code == 1 and "no records in" in nothing.output, nothing.output
+
+
+def test_a_file_that_cannot_be_read_leaves_no_index_behind(opensearch_url: str, opensearch: OpenSearch,
+                                                           index_name: str, tmp_path: Path) -> None:
+    good = _jsonl(tmp_path / "good.jsonl", [{"id": "a", "title": "Calcium", "text": "Calcium rises."}])
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("plain text, neither JSON nor XML\n")
+    result = _run("--url", opensearch_url, "index", str(good), str(unknown), "--index", index_name)
+    assert result.exit_code == 1 and "cannot tell the format" in result.output, result.output
+    assert not opensearch.indices.exists(index=index_name)
+    assert not opensearch.indices.exists(index=f"{index_name}-sentences")

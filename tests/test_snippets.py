@@ -306,8 +306,9 @@ def test_eval_reports_sentence_measures_and_the_cost_of_each_stage(opensearch: O
         for system in systems:
             assert 0 < report["table"][system]["sentence-map@10"] <= 1 and 0 < report["table"][system]["ndcg@10"] <= 1
             cost = report["cost_ms"][system]
-            # The total is measured around the stages, so they fit in it.
-            assert 0 < cost["first_stage"] + cost.get("rerank", 0) + cost["snippets"] <= cost["total"]
+            # The total is measured around the stages, so they fit in it (up to the rounding of their shares).
+            parts = cost["first_stage"] + cost.get("rerank", 0) + cost["snippets"]
+            assert 0 < parts <= cost["total"] * (1 + 1e-9)
         assert "rerank" in report["cost_ms"][systems[0]] and "rerank" not in report["cost_ms"][systems[1]]
         assert "| cost, ms per query (mean) |" in result.output
         records = recent_queries(opensearch, log_index, last=100)

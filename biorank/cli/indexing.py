@@ -10,6 +10,7 @@ from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, record_progress, stage_progress, table
 from biorank.config import ConnectionSettings
+from biorank.indexer.indexer import IndexOptions
 from biorank.indexer.readers import FORMATS
 from biorank.models.encoder import DEFAULT_MODEL
 
@@ -37,11 +38,14 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--b", "b", type=click.FloatRange(0, 1), default=0.4, show_default=True, help="BM25 b of a new index.")
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
+@click.option("--max-record-bytes", type=click.IntRange(1), show_default=True,
+              default=options.default(IndexOptions, "max_record_bytes"),
+              help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed.")
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
           title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
           no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
-          rejects: Path | None) -> None:
+          rejects: Path | None, max_record_bytes: int) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
@@ -57,23 +61,28 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
       biorank index pubmed25n0001.xml.gz pubmed25n0002.xml.gz --index pubmed
       biorank index docs.jsonl --format jsonl --id-field pmid --text-field body
     """
-    from biorank.indexer.indexer import Indexer, IndexOptions, estimate_records
+    from biorank.indexer.indexer import Indexer, estimate_records
     from biorank.store.mappings.documents import IndexSettings
 
     client = options.client(settings)
     index_options = IndexOptions(
         index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
-        settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
+        max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
     encoder = _load_encoder(model, precision)
     with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
         report = Indexer(client, index_options, encoder=encoder).run(paths, progress=advance)
     click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
                f"sentences) in {report.seconds:.1f} s, {report.docs_per_second:.1f} docs/s; {report.unchanged} "
-               "already in and unchanged")
+               f"already in and unchanged; {report.replaced} replaced an earlier version")
     if report.rejected:
         reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
         click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+    if not report.read:
+        raise click.ClickException(f"no records in {', '.join(paths)}: nothing was indexed")
+    if not report.indexed + report.unchanged + report.failed:
+        raise click.ClickException(f"none of the {report.read} records could be used (see {report.rejects_file}); "
+                                   "is --format right?")
     if report.failed:
         raise click.ClickException(f"{report.failed} documents were refused by the cluster (see "
                                    f"{report.rejects_file}); run the same command again to retry them")

@@ -8,6 +8,7 @@ import click
 
 from biorank.config import ConnectionSettings
 from biorank.errors import BiorankError
+from biorank.store.failures import describe
 
 
 class _Group(click.Group):
@@ -19,14 +20,14 @@ class _Group(click.Group):
         except BiorankError as e:
             raise click.ClickException(str(e)) from None
         except Exception as e:
+            # opensearch-py is imported only by commands that reach a cluster.
             opensearch = sys.modules.get("opensearchpy.exceptions")
-            if opensearch is not None and isinstance(e, opensearch.ConnectionError):
-                raise click.ClickException(f"lost the connection to OpenSearch: {e.error}") from None
-            if opensearch is not None and isinstance(e, opensearch.NotFoundError) and \
-                    e.error == "index_not_found_exception":
+            if opensearch is None or not isinstance(e, opensearch.TransportError):
+                raise
+            if isinstance(e, opensearch.NotFoundError) and e.error == "index_not_found_exception":
                 raise click.ClickException(f"no such index: {e.info.get('error', {}).get('index', e)}; "
                                            "`biorank indices` lists them") from None
-            raise
+            raise click.ClickException(describe(e) or str(e)) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -72,6 +72,12 @@ NEURAL_SEARCH_PLUGIN = Artifact(
 PLUGINS = {"opensearch-knn": KNN_PLUGIN, "opensearch-neural-search": NEURAL_SEARCH_PLUGIN}
 """Plugin folder -> zip, in install order (neural-search extends k-NN)."""
 
+# TLS, users and roles, for a node started with ``secure``; only such a node downloads it.
+SECURITY_PLUGIN = Artifact(
+    "org.opensearch.plugin", "opensearch-security", f"{_V}.0", "zip",
+    "94a04f12ac6033902209fac1e4e512618d45beee604bbf0e42c3ed79c55220cf", 43_828_219,
+)
+
 # module name -> (plugin class, plugins it extends, jars of the module directory)
 MODULES: dict[str, tuple[str, str, tuple[Artifact, ...]]] = {
     "lang-painless": (
@@ -108,9 +114,9 @@ MODULES: dict[str, tuple[str, str, tuple[Artifact, ...]]] = {
 }
 
 
-def all_artifacts() -> list[Artifact]:
+def all_artifacts(secure: bool = False) -> list[Artifact]:
     jars = [jar for _, _, module_jars in MODULES.values() for jar in module_jars]
-    return [DISTRIBUTION, *PLUGINS.values(), *jars]
+    return [DISTRIBUTION, *PLUGINS.values(), *jars, *([SECURITY_PLUGIN] if secure else [])]
 
 
 def sha256_of(path: Path) -> str:
@@ -180,10 +186,10 @@ def fetch(artifact: Artifact, cache_dir: Path, progress: ProgressCallback | None
     return dest
 
 
-def missing_bytes(cache_dir: Path) -> int:
+def missing_bytes(cache_dir: Path, secure: bool = False) -> int:
     """How much a first start still has to download: what is neither in the cache nor in ``~/.m2``."""
     total = 0
-    for artifact in all_artifacts():
+    for artifact in all_artifacts(secure):
         cached = cache_dir / "maven" / artifact.repository_path
         local_m2 = Path.home() / ".m2" / "repository" / artifact.repository_path
         if not (cached.is_file() or local_m2.is_file()):

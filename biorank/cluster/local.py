@@ -7,6 +7,7 @@ OpenSearch refuses to run as root, so a root caller gets the node run as an unpr
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -15,6 +16,7 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -25,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from biorank.cluster import artifacts
+from biorank.cluster import artifacts, security
 from biorank.cluster.java import find_java
 from biorank.config import default_cache
 from biorank.errors import NodeStartError
@@ -59,6 +61,8 @@ class NodeSettings:
     heap: str = field(default_factory=lambda: os.environ.get("BIORANK_HEAP", "1g"))
     cluster_name: str = "biorank"
     start_timeout: float = 180.0
+    secure: bool = False
+    """With the security plugin: HTTPS, basic auth, an admin and a read-only user (see :mod:`.security`)."""
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,15 @@ _PAINLESS_POLICY = """grant {
 """
 
 
-def _http_json(url: str, timeout: float) -> dict | None:
+def _http_json(url: str, timeout: float, users: security.Credentials | None = None) -> dict | None:
+    request = urllib.request.Request(url)
+    context = None
+    if users is not None:
+        token = base64.b64encode(f"{users.admin}:{users.admin_password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+        context = ssl.create_default_context(cafile=str(users.ca_file))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as r:
             return json.load(r)
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -159,7 +169,7 @@ class LocalNode:
 
     # Install -------------------------------------------------------------------------------------------
     def _manifest(self) -> str:
-        return "\n".join(f"{a.coordinates} {a.sha256}" for a in artifacts.all_artifacts())
+        return "\n".join(f"{a.coordinates} {a.sha256}" for a in artifacts.all_artifacts(self.settings.secure))
 
     def is_installed(self) -> bool:
         return self._marker.is_file() and self._marker.read_text() == self._manifest()
@@ -187,9 +197,15 @@ class LocalNode:
             (module / "plugin-descriptor.properties").write_text(_plugin_descriptor(name, classname, extends))
             if name == "lang-painless":
                 (module / "plugin-security.policy").write_text(_PAINLESS_POLICY)
-        for folder, plugin in artifacts.PLUGINS.items():
+        plugins = dict(artifacts.PLUGINS)
+        if self.settings.secure:
+            plugins["opensearch-security"] = artifacts.SECURITY_PLUGIN
+        for folder, plugin in plugins.items():
             with zipfile.ZipFile(downloads[plugin]) as z:
                 z.extractall(root / "plugins" / folder)
+        if self.settings.secure:
+            # As OpenSearch's plugin installer does: the plugin's configuration goes under config/.
+            (root / "plugins" / "opensearch-security" / "config").rename(root / "config" / "opensearch-security")
         (root / ".biorank-assembled").write_text(self._manifest())
         shutil.rmtree(self.install_dir, ignore_errors=True)
         root.rename(self.install_dir)
@@ -199,7 +215,7 @@ class LocalNode:
         from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
         cache = self.settings.cache_dir
-        todo = artifacts.missing_bytes(cache)
+        todo = artifacts.missing_bytes(cache, self.settings.secure)
         if todo:
             self._echo(
                 f"downloading OpenSearch {artifacts.OPENSEARCH_VERSION} with k-NN and neural-search from "
@@ -211,8 +227,16 @@ class LocalNode:
         ) as bar:
             task = bar.add_task("OpenSearch artifacts", total=todo)
             return {
-                a: artifacts.fetch(a, cache, lambda n: bar.advance(task, n)) for a in artifacts.all_artifacts()
+                a: artifacts.fetch(a, cache, lambda n: bar.advance(task, n))
+                for a in artifacts.all_artifacts(self.settings.secure)
             }
+
+    @property
+    def credentials(self) -> security.Credentials | None:
+        """Users and CA of a secured node (made on its first start); None for a plain one."""
+        if not self.settings.secure:
+            return None
+        return security.credentials(self.settings.home, self.install_dir / "config")
 
     # Start / stop --------------------------------------------------------------------------------------
     def start(self) -> str:
@@ -241,7 +265,7 @@ class LocalNode:
                     stderr=subprocess.STDOUT, start_new_session=True,
                     **({"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []} if run_as else {}),
                 )
-            url = f"http://127.0.0.1:{http_port}"
+            url = f"{'https' if self.settings.secure else 'http'}://127.0.0.1:{http_port}"
             self._state_file.write_text(json.dumps({"pid": proc.pid, "url": url, "java": str(java.home)}))
             self._wait_until_up(proc, url)
             self._echo(f"OpenSearch {artifacts.OPENSEARCH_VERSION} is up at {url} "
@@ -256,7 +280,8 @@ class LocalNode:
                     f"OpenSearch exited with code {proc.returncode} while starting; last log lines "
                     f"({self.console_log}):\n{self.log_tail(25, self.console_log)}"
                 )
-            health = _http_json(f"{url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5)
+            health = _http_json(f"{url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5,
+                                users=self.credentials)
             if health and health.get("status") in ("yellow", "green"):
                 return
             time.sleep(0.5)
@@ -289,7 +314,7 @@ class LocalNode:
         url = state.get("url") if pid else None
         health = None
         if url:
-            answer = _http_json(f"{url}/_cluster/health", timeout=5)
+            answer = _http_json(f"{url}/_cluster/health", timeout=5, users=self.credentials)
             health = answer.get("status") if answer else "not answering"
         return NodeStatus(self.is_installed(), pid is not None, pid, url, health)
 
@@ -354,6 +379,7 @@ class LocalNode:
             f"path.logs: {self.logs_dir.resolve()}\n"
             # A laptop's nearly full disk must not turn every index read-only.
             "cluster.routing.allocation.disk.threshold_enabled: false\n"
+            + (security.configure_security(self.install_dir / "config", self.settings.home) if s.secure else "")
         )
         (self.install_dir / "config" / "jvm.options.d" / "biorank-heap.options").write_text(
             f"-Xms{s.heap}\n-Xmx{s.heap}\n"

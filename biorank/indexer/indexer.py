@@ -30,9 +30,10 @@ from biorank.config import DEFAULT_INDEX
 from biorank.indexer.blocks import block_budget, make_blocks
 from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import sentences_of
+from biorank.store.ids import block_id, id_problem, sentence_id, storage_id
 from biorank.store.indices import delete_indices, refresh_paused, sentences_index_name
 from biorank.store.mappings.documents import IndexSettings, documents_index_body
-from biorank.store.mappings.sentences import sentence_id, sentences_index_body
+from biorank.store.mappings.sentences import sentences_index_body
 from biorank.store.names import check_index_name
 from biorank.store.record import MAPPING_VERSION, check_record
 from biorank.store.writer import BulkWriter, WriteFailure
@@ -43,10 +44,8 @@ if TYPE_CHECKING:
 
     from biorank.models.encoder import Encoder
 
-
-
-def block_id(doc_id: str, number: int) -> str:
-    return doc_id if number == 0 else f"{doc_id}#{number}"
+MAX_RECORD_BYTES = 1 << 20
+"""Title + abstract of one record; PubMed's longest abstracts are tens of kilobytes."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,8 @@ class IndexOptions:
     settings: IndexSettings = field(default_factory=IndexSettings)
     rejects: Path | None = None
     """Where rejected records are listed (tab-separated: source, line, id, reason); written only when needed."""
+    max_record_bytes: int = MAX_RECORD_BYTES
+    """A longer record (title + abstract, UTF-8) is rejected: its text would cost minutes and gigabytes."""
 
     def __post_init__(self) -> None:
         check_index_name(self.index)
@@ -74,6 +75,8 @@ class IndexReport:
     read: int = 0
     indexed: int = 0
     unchanged: int = 0
+    replaced: int = 0
+    """Documents that were in the index with other content: changed since, or repeated in this input."""
     blocks: int = 0
     sentences: int = 0
     rejected: Counter = field(default_factory=Counter)
@@ -158,6 +161,10 @@ class Indexer:
         """Index every record of ``paths``; ``progress`` is called with the number of records done so far."""
         report = IndexReport()
         started = time.monotonic()
+        # Problems with a whole file (missing, unreadable, unknown format) stop the run before any index exists.
+        o = self.options
+        readers = [read_records(p, o.format, id_field=o.id_field, title_field=o.title_field, text_field=o.text_field)
+                   for p in paths]
         self.prepare_indices()
         indices = [i for i in (self.options.index, self.sentences_index) if i]
         rejects = _RejectsFile(self.options.rejects or Path(f"biorank-rejects-{self.options.index}.tsv"))
@@ -165,7 +172,7 @@ class Indexer:
             with (refresh_paused(self.client, indices),
                   ThreadPoolExecutor(max_workers=1, thread_name_prefix="biorank-bulk") as pool):
                 in_flight: Future | None = None
-                for batch in self._batches(paths, report, rejects):
+                for batch in self._batches(readers, report, rejects):
                     prepared = self._prepare(batch, report)
                     if in_flight is not None:
                         self._finish(in_flight.result(), report, rejects, progress)
@@ -204,25 +211,38 @@ class Indexer:
                 self.client.indices.create(index=name, body=body)
 
     # Reading -----------------------------------------------------------------------------------------------
-    def _batches(self, paths: Iterable[str | Path], report: IndexReport,
+    def _batches(self, readers: Iterable[Iterator[Abstract | Rejected]], report: IndexReport,
                  rejects: _RejectsFile) -> Iterator[list[Abstract]]:
-        o = self.options
         batch: dict[str, Abstract] = {}
-        for path in paths:
-            for record in read_records(path, o.format, id_field=o.id_field, title_field=o.title_field,
-                                       text_field=o.text_field):
+        for records in readers:
+            for record in records:
                 report.read += 1
+                if isinstance(record, Abstract) and (problem := self._problem(record)):
+                    record = Rejected(record.source, record.line, record.id, problem)
                 if isinstance(record, Rejected):
                     report.rejected[record.reason.split(":")[0]] += 1
                     rejects.write(record.source, record.line, record.id, record.reason)
                     continue
-                # The same id twice in a batch: the later record wins, as a second write would.
+                # The same id twice in a batch: the later record wins, as a second write would, and the earlier
+                # one is reported (a repeat in a later batch is counted as replaced).
+                earlier = batch.pop(record.id, None)
+                if earlier is not None:
+                    report.rejected["duplicate id"] += 1
+                    rejects.write(earlier.source, earlier.line, earlier.id,
+                                  f"duplicate id: replaced by the record at line {record.line}")
                 batch[record.id] = record
-                if len(batch) >= o.batch_size:
+                if len(batch) >= self.options.batch_size:
                     yield list(batch.values())
                     batch = {}
         if batch:
             yield list(batch.values())
+
+    def _problem(self, record: Abstract) -> str | None:
+        size = len(record.title.encode()) + len(record.abstract.encode())
+        if size > self.options.max_record_bytes:
+            return (f"record too large: {size:,} bytes of title and abstract, the limit is "
+                    f"{self.options.max_record_bytes:,} (--max-record-bytes)")
+        return id_problem(record.id)
 
     # Preparing ---------------------------------------------------------------------------------------------
     def _prepare(self, batch: list[Abstract], report: IndexReport) -> _Prepared:
@@ -232,6 +252,7 @@ class Indexer:
         previous = self._stored(list(hashes))
         todo = [r for r in batch if previous.get(r.id, {}).get("content_hash") != hashes[r.id]]
         report.unchanged += len(batch) - len(todo)
+        report.replaced += sum(r.id in previous for r in todo)
 
         sentences = {r.id: sentences_of(r) for r in todo}
         titles = [r.title.strip() for r in todo]
@@ -272,7 +293,7 @@ class Indexer:
                         "content_hash": hashes[record.id], "n_title_sentences": extent["title"],
                         "n_abstract_sentences": extent["abstract"],
                     }
-                    last[record.id] = {"_index": o.index, "_id": record.id, "_source": source}
+                    last[record.id] = {"_index": o.index, "_id": storage_id(record.id), "_source": source}
                 else:
                     add({"_index": o.index, "_id": block_id(record.id, b.number), "_source": source}, record.id)
             for action in self._stale(record.id, previous.get(record.id), len(doc_blocks), extent):
@@ -291,10 +312,10 @@ class Indexer:
         """What block 0 of each id says now: its content hash and how many blocks and sentences it had."""
         # mget reads the translog, so documents of an unrefreshed (killed) run are seen too.
         found = self.client.mget(
-            index=self.options.index, body={"ids": ids},
+            index=self.options.index, body={"ids": [storage_id(i) for i in ids]},
             _source_includes="content_hash,n_blocks,n_title_sentences,n_abstract_sentences",
         )
-        return {d["_id"]: d["_source"] for d in found["docs"] if d.get("found")}
+        return {i: d["_source"] for i, d in zip(ids, found["docs"], strict=True) if d.get("found")}
 
     def _stale(self, doc_id: str, before: dict | None, n_blocks: int, extent: Counter) -> Iterator[dict]:
         """Deletions of what an earlier version of the document had beyond what this one has."""

@@ -17,6 +17,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -311,30 +312,107 @@ _INNER_BREAK = re.compile(r"[ \t]*\r?\n\s*")
 
 
 def _read_pubmed(file: Path, source: str) -> Iterator[Record]:
+    """Citations in file order; after malformed XML, reading goes on at the next citation, not at the end.
+
+    One bad byte, a nesting past libxml2's limit or a text node over 10 MB stops a parser for good, and a
+    30,000-citation baseline file would lose every citation after it. So the reader opens the file again,
+    finds the next citation's start tag after the error, and parses on from there inside the same root.
+    """
     # Imported here so the JSON Lines readers work without lxml installed.
     from lxml import etree
 
-    line = 0
-    with _open_binary(file) as stream:
-        events = etree.iterparse(stream, events=("end",), tag=_PUBMED_TAGS, resolve_entities=False, no_network=True)
-        try:
-            for _, element in events:
-                if element.tag == "MedlineCitation" and _parent_tag(element) == "PubmedArticle":
-                    continue  # read with its PubmedArticle, which ends next
-                line = element.sourceline or line
-                yield from _pubmed_element(element, source)
-                _release(element)
-        except etree.XMLSyntaxError as exc:
-            if not line:
-                raise ReaderError(f"{source} is not PubMed XML: {exc.msg}") from None
-            yield Rejected(source, exc.lineno, None, f"malformed XML, the rest of the file was skipped: {exc.msg}")
-            return
-        except _READ_ERRORS as exc:
-            # The parser does not say how far it got; the last record read is the best place to point at.
-            yield Rejected(source, line, None, f"file unreadable after this record, the rest was skipped: {exc}")
-            return
-    if not line and events.root is not None and events.root.tag not in _PUBMED_ROOTS:
-        raise ReaderError(f"{source} has no PubMed records: its root is <{events.root.tag}>, not PubmedArticleSet")
+    root = _sniff_root(file)
+    line = 0  # of the last record read, for a read error that does not say where it happened
+    resume: _Resume | None = None
+    with ExitStack() as streams:
+        stream: IO[bytes] = streams.enter_context(_open_binary(file))
+        while True:
+            offset = resume.line - 2 if resume else 0
+            events = etree.iterparse(resume.stream(stream) if resume else stream, events=("end",),
+                                     tag=_PUBMED_TAGS, resolve_entities=False, no_network=True)
+            try:
+                for _, element in events:
+                    if element.tag == "MedlineCitation" and _parent_tag(element) == "PubmedArticle":
+                        continue  # read with its PubmedArticle, which ends next
+                    line = offset + (element.sourceline or 1)
+                    yield from _pubmed_element(element, source, offset)
+                    _release(element)
+                break
+            except etree.XMLSyntaxError as exc:
+                if root is None:
+                    raise ReaderError(f"{source} is not PubMed XML: {exc.msg}") from None
+                error_line = offset + exc.lineno
+                stream = streams.enter_context(_open_binary(file))
+                after = _next_citation(stream, root, error_line, exc.offset or 0)
+                if after is None or (resume and (after.line, after.column) <= (resume.line, resume.column)):
+                    yield Rejected(source, error_line, None,
+                                   f"malformed XML, the rest of the file was skipped: {exc.msg}")
+                    return
+                yield Rejected(source, error_line, None, f"malformed XML, the citation there was skipped and "
+                                                         f"reading went on at line {after.line}: {exc.msg}")
+                resume = after
+            except _READ_ERRORS as exc:
+                # The parser does not say how far it got; the last record read is the best place to point at.
+                yield Rejected(source, line, None, f"file unreadable after this record, the rest was skipped: {exc}")
+                return
+    if not line and root is None:
+        raise ReaderError(f"{source} has no PubMed records: its root is not PubmedArticleSet or MedlineCitationSet")
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """Where parsing starts again: a citation's start tag at ``line``/``column`` (0-based byte) of the file."""
+
+    root: str
+    line: int
+    column: int
+    rest_of_line: bytes
+
+    def stream(self, rest: IO[bytes]) -> _Joined:
+        # The root's start tag on a line of its own, then the citation's line with what came before it blanked,
+        # so the parser's lines and columns are the file's (less one line) and no half element is read.
+        return _Joined([f"<{self.root}>\n".encode(), b" " * self.column + self.rest_of_line], rest)
+
+
+class _Joined:
+    """A read-only binary stream of some bytes followed by the rest of another stream."""
+
+    def __init__(self, head: list[bytes], rest: IO[bytes]) -> None:
+        self._head = b"".join(head)
+        self._rest = rest
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            size = len(self._head) if size is None or size < 0 else size
+            chunk, self._head = self._head[:size], self._head[size:]
+            return chunk
+        return self._rest.read(size)
+
+
+def _sniff_root(file: Path) -> str | None:
+    """The root element's name from the file's first bytes, if it is one of PubMed's."""
+    try:
+        with _open_binary(file) as stream:
+            head = stream.read(1 << 16)
+    except _READ_ERRORS:
+        return None
+    match = re.search(rb"<(PubmedArticleSet|MedlineCitationSet)[\s>]", head)
+    return match.group(1).decode() if match else None
+
+
+def _next_citation(stream: IO[bytes], root: str, line: int, column: int) -> _Resume | None:
+    """The first citation start tag after byte ``column`` of ``line`` in ``stream`` (read from its start)."""
+    # Under PubmedArticleSet a bare MedlineCitation start is the inside of a PubmedArticle, not a record.
+    names = b"PubmedArticle|DeleteCitation|PubmedBookArticle" if root == "PubmedArticleSet" else \
+        b"MedlineCitation|DeleteCitation"
+    start = re.compile(rb"<(?:" + names + rb")[\s>]")
+    for number, raw in enumerate(stream, start=1):
+        if number < line:
+            continue
+        match = start.search(raw, column + 1 if number == line else 0)
+        if match:
+            return _Resume(root, number, match.start(), raw[match.start():])
+    return None
 
 
 def _parent_tag(element: etree._Element) -> str | None:
@@ -351,11 +429,13 @@ def _release(element: etree._Element) -> None:
             del parent[0]
 
 
-def _pubmed_element(element: etree._Element, source: str) -> Iterator[Record]:
-    line = element.sourceline or 0
+def _pubmed_element(element: etree._Element, source: str, offset: int) -> Iterator[Record]:
+    """The record of one citation element; ``offset`` is how many lines of the file precede the parser's."""
+    line = offset + (element.sourceline or 1)
     if element.tag == "DeleteCitation":
         for pmid in element.iterfind("PMID"):
-            yield Rejected(source, pmid.sourceline or line, _inner_text(pmid) or None, "deleted citation")
+            yield Rejected(source, offset + pmid.sourceline if pmid.sourceline else line,
+                           _inner_text(pmid) or None, "deleted citation")
     elif element.tag == "PubmedBookArticle":
         pmid = _inner_text(element.find("BookDocument/PMID")) or None
         yield Rejected(source, line, pmid, "PubMed book record (PubmedBookArticle), not read")

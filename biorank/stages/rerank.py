@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
 from biorank.retrieval.fusion import min_max
+from biorank.store.ids import storage_id
 from biorank.types import Answer, Hit
 
 if TYPE_CHECKING:
@@ -143,10 +144,11 @@ def fetch_texts(client: Any, index: str, ids: Sequence[str]) -> dict[str, str]:
     unique = list(dict.fromkeys(ids))
     texts: dict[str, str] = {}
     for start in range(0, len(unique), 1000):
-        response = client.mget(index=index, body={"ids": unique[start : start + 1000]},
+        some = unique[start : start + 1000]
+        response = client.mget(index=index, body={"ids": [storage_id(i) for i in some]},
                                _source_includes=["title", "abstract"])
-        for doc in response["docs"]:
+        for doc_id, doc in zip(some, response["docs"], strict=True):
             if doc.get("found"):
                 source = doc["_source"]
-                texts[doc["_id"]] = document_text(source.get("title", ""), source.get("abstract", ""))
+                texts[doc_id] = document_text(source.get("title", ""), source.get("abstract", ""))
     return texts

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from biorank.cluster.local import Echo, LocalNode
 from biorank.config import ConnectionSettings, redact_url
 from biorank.errors import ClusterUnavailable
+from biorank.store.failures import describe
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -44,7 +45,7 @@ def connect(
     ...). With no URL configured this is the local node: it is started when it is not running (and
     ``start_local`` allows), which is said on ``echo``.
     """
-    from opensearchpy.exceptions import AuthenticationException, ConnectionError, TransportError
+    from opensearchpy.exceptions import AuthorizationException, ConnectionError, SSLError, TransportError
 
     if not isinstance(settings, ConnectionSettings):
         settings = ConnectionSettings.from_env().with_overrides(url=settings)
@@ -66,14 +67,14 @@ def connect(
     shown = redact_url(url)
     try:
         client.info()
-    except AuthenticationException:
-        raise ClusterUnavailable(
-            f"OpenSearch at {shown} refused the credentials; check --user/--password (BIORANK_USER/BIORANK_PASSWORD)"
-        ) from None
+    except AuthorizationException:
+        pass  # authenticated, without the cluster-monitor permission (a read-only user): each request decides
+    except SSLError as e:
+        raise ClusterUnavailable(describe(e, f"OpenSearch at {shown}")) from None
     except ConnectionError as e:
         reason = e.info if isinstance(e.info, str) else type(e.info).__name__
         hint = "is it running? `biorank cluster status` tells" if not settings.url else "check --url/BIORANK_URL"
         raise ClusterUnavailable(f"cannot reach OpenSearch at {shown} ({reason}); {hint}") from None
     except TransportError as e:
-        raise ClusterUnavailable(f"OpenSearch at {shown} answered {e.status_code}: {e.error}") from None
+        raise ClusterUnavailable(describe(e, f"OpenSearch at {shown}")) from None
     return client

@@ -89,15 +89,20 @@ def delete_indices(client: OpenSearch, name: str) -> list[str]:
     return owned
 
 
+BULK_REFRESH_INTERVAL = "30s"
+
+
 @contextlib.contextmanager
 def refresh_paused(client: OpenSearch, names: Sequence[str]) -> Iterator[None]:
-    """Bulk writes into ``names`` with refreshing off, searchable again at the end, failed or not.
+    """Bulk writes into ``names`` with refreshing slowed down, searchable again at the end, failed or not.
 
-    Refreshing during a bulk load only makes segments to merge later.
+    Refreshing every second during a bulk load only makes segments to merge later. It is slowed, not turned
+    off (-1): a run killed with SIGKILL cannot restore the setting, and its documents must still become
+    searchable by themselves, within :data:`BULK_REFRESH_INTERVAL`, instead of staying invisible.
     """
     from opensearchpy.exceptions import ConnectionError
 
-    client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": "-1"}})
+    client.indices.put_settings(index=",".join(names), body={"index": {"refresh_interval": BULK_REFRESH_INTERVAL}})
     try:
         yield
     finally:

@@ -12,6 +12,7 @@ turns the log off for the rest of the command. ``benchmarks/query_log_overhead.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.config import QUERY_LOG_INDEX
 from biorank.errors import BiorankError
+from biorank.store.failures import reason
 from biorank.store.mappings.query_log import query_log_index_body
 
 if TYPE_CHECKING:
@@ -167,11 +169,10 @@ class QueryLog:
             if response.get("errors"):
                 failed = [i["index"] for i in response["items"] if i.get("index", {}).get("error")]
                 self.written += len(records) - len(failed)
-                raise QueryLogError(_reason(failed[0]["error"]) + f" ({len(failed)} of {len(records)} records)")
+                raise QueryLogError(reason(failed[0]["error"]) + f" ({len(failed)} of {len(records)} records)")
             self.written += len(records)
         except Exception as e:  # whatever breaks the log must not break the query
-            info = getattr(e, "info", None)  # the response body of an OpenSearch error
-            self.failure = _reason(info) if info else str(e)
+            self.failure = reason(e)
             self.enabled = False
             self._warn(f"warning: the query log could not be written to {self.index!r} ({self.failure}); the "
                        "queries were answered, and this command logs no more (--no-log or BIORANK_QUERY_LOG=0 "
@@ -198,24 +199,16 @@ class QueryLog:
         self._ready = True
 
 
-def _reason(error: Any) -> str:
-    """The most specific one-line reason in an OpenSearch error body."""
-    if isinstance(error, dict):
-        error = error.get("error", error)
-        if isinstance(error, dict):
-            cause = (error.get("root_cause") or [error])[0]
-            return f"{cause.get('type', 'error')}: {cause.get('reason', '')}".strip()
-    return str(error)
-
-
 def recent_queries(client: OpenSearch, index: str = QUERY_LOG_INDEX, *, last: int = 20,
                    searched_index: str | None = None) -> list[dict]:
     """The ``last`` records, newest first; ``searched_index`` keeps those of one documents index."""
-    from opensearchpy.exceptions import NotFoundError
+    from opensearchpy.exceptions import AuthorizationException, NotFoundError
 
     try:
-        # A record is searchable only after a refresh: the one written a moment ago should be listed.
-        client.indices.refresh(index=index)
+        # A record is searchable only after a refresh: the one written a moment ago should be listed. A
+        # read-only user may not refresh, and sees the log as of the last refresh (a second at most).
+        with contextlib.suppress(AuthorizationException):
+            client.indices.refresh(index=index)
         query = {"term": {"index": searched_index}} if searched_index else {"match_all": {}}
         response = client.search(index=index, body={"size": last, "query": query,
                                                     "sort": [{"timestamp": "desc"}]})

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from biorank.errors import ClusterUnavailable
+from biorank.store.failures import reason
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -22,6 +24,8 @@ class WriteFailure:
 class BulkWriter:
     """Sends actions in bulk requests of ``chunk_size``; a 429 (queue full) is retried with exponential backoff.
 
+    A request the cluster refuses as a whole (400: one invalid action fails them all; 413: too large) is split
+    in halves and sent again, down to single actions, so only the actions at fault fail and the rest go in.
     Timeouts are retried by the client itself (``retry_on_timeout``); a cluster that stays unreachable ends
     the run with :class:`ClusterUnavailable`, after which a re-run resumes (the pipeline skips what is in).
     """
@@ -34,13 +38,27 @@ class BulkWriter:
         self._initial_backoff = initial_backoff
 
     def write(self, actions: Iterable[dict]) -> list[WriteFailure]:
-        from opensearchpy import helpers
         from opensearchpy.exceptions import ConnectionError, ConnectionTimeout
 
         failures = []
         try:
+            for chunk in _batched(actions, self._chunk_size):
+                failures += self._send(list(chunk))
+        except (ConnectionError, ConnectionTimeout) as e:
+            raise ClusterUnavailable(
+                f"lost the connection to OpenSearch while writing ({e.info if isinstance(e.info, str) else e}); "
+                "what was written is kept: run the same command again to resume"
+            ) from None
+        return failures
+
+    def _send(self, chunk: list[dict]) -> list[WriteFailure]:
+        from opensearchpy import helpers
+        from opensearchpy.exceptions import ConnectionError, TransportError
+
+        failures = []
+        try:
             for ok, item in helpers.streaming_bulk(
-                self._client, actions, chunk_size=self._chunk_size, max_retries=self._max_retries,
+                self._client, chunk, chunk_size=len(chunk), max_retries=self._max_retries,
                 initial_backoff=self._initial_backoff, raise_on_error=False, raise_on_exception=True,
             ):
                 if not ok:
@@ -49,11 +67,25 @@ class BulkWriter:
                     if op == "delete" and result.get("status") == 404:
                         continue
                     error = result.get("error", result.get("status"))
-                    reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
-                    failures.append(WriteFailure(result.get("_index", "?"), str(result.get("_id")), reason))
-        except (ConnectionError, ConnectionTimeout) as e:
-            raise ClusterUnavailable(
-                f"lost the connection to OpenSearch while writing ({e.info if isinstance(e.info, str) else e}); "
-                "what was written is kept: run the same command again to resume"
-            ) from None
+                    why = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
+                    failures.append(WriteFailure(result.get("_index", "?"), str(result.get("_id")), why))
+        except TransportError as e:
+            if isinstance(e, ConnectionError) or e.status_code not in _WHOLE_REQUEST_REFUSED:
+                raise
+            # Writes are idempotent (fixed ids, deletes of what is gone are ignored), so resending the part of
+            # the chunk that may have gone in before the refusal is safe.
+            if len(chunk) == 1:
+                return [WriteFailure(chunk[0].get("_index", "?"), str(chunk[0].get("_id")),
+                                     f"OpenSearch refused it: {e.status_code} {reason(e)}")]
+            half = len(chunk) // 2
+            return self._send(chunk[:half]) + self._send(chunk[half:])
         return failures
+
+
+_WHOLE_REQUEST_REFUSED = (400, 413)
+
+
+def _batched(items: Iterable[dict], size: int) -> Iterable[tuple[dict, ...]]:
+    iterator = iter(items)
+    while chunk := tuple(islice(iterator, size)):
+        yield chunk

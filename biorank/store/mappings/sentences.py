@@ -11,10 +11,6 @@ from biorank.store.mappings.fields import knn_vector
 from biorank.store.record import new_record
 
 
-def sentence_id(doc_id: str, section: str, number: int) -> str:
-    return f"{doc_id}:{section}:{number}"
-
-
 def sentences_index_body(settings: IndexSettings, *, model: str, dimension: int, documents_index: str) -> dict:
     return {
         "settings": index_settings(settings),
