@@ -260,3 +260,35 @@ def test_a_file_that_cannot_be_read_leaves_no_index_behind(opensearch_url: str, 
     assert result.exit_code == 1 and "cannot tell the format" in result.output, result.output
     assert not opensearch.indices.exists(index=index_name)
     assert not opensearch.indices.exists(index=f"{index_name}-sentences")
+
+
+def test_searching_an_index_biorank_did_not_build_says_so(opensearch_url: str, opensearch: OpenSearch,
+                                                          index_name: str) -> None:
+    opensearch.indices.create(index=index_name)
+    result = _run("--url", opensearch_url, "query", "calcium", "--index", index_name, "--no-log")
+    assert result.exit_code == 1 and "was not created by biorank" in result.output, result.output
+
+
+def test_the_help_keeps_passwords_out_of_the_command_line() -> None:
+    shown = " ".join(_run("--help").output.split())
+    assert "--password" in shown and "BIORANK_PASSWORD, which keeps it out of `ps`" in shown
+
+
+def test_a_truncated_gzip_indexes_what_it_holds_and_says_where_it_broke(opensearch_url: str, opensearch: OpenSearch,
+                                                                        index_name: str, tmp_path: Path) -> None:
+    import gzip
+
+    from biorank.demo import sample_path
+
+    with gzip.open(sample_path(), "rb") as f:
+        lines = [next(f) for _ in range(60)]
+    whole = gzip.compress(b"".join(lines))
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    rejects = tmp_path / "rejects.tsv"
+    result = _run("--url", opensearch_url, "index", str(cut), "--index", index_name, "--no-sentences",
+                  "--rejects", str(rejects))
+    assert result.exit_code == 0, result.output
+    indexed = int(result.output.split(f"{index_name}: ")[1].split()[0])
+    assert 0 < indexed < 60 and "Aborted" not in result.output
+    assert "file unreadable from here on" in rejects.read_text(encoding="utf-8")
