@@ -342,6 +342,9 @@ def _read_pubmed(file: Path, source: str) -> Iterator[Record]:
                 if root is None:
                     raise ReaderError(f"{source} is not PubMed XML: {exc.msg}") from None
                 error_line = offset + exc.lineno
+                # The parser has read past the error; the file is read again up to it (a damaged file costs one
+                # pass per damaged spot), and the last pass's stream is closed.
+                stream.close()
                 stream = streams.enter_context(_open_binary(file))
                 after = _next_citation(stream, root, error_line, exc.offset or 0)
                 if after is None or (resume and (after.line, after.column) <= (resume.line, resume.column)):
