@@ -233,7 +233,7 @@ class LocalNode:
 
     @property
     def credentials(self) -> security.Credentials | None:
-        """Users and CA of a secured node (made on its first start); None for a plain one."""
+        """Users and CA of a secured node (made on its first start); None for a plain one or before that."""
         if not self.settings.secure:
             return None
         return security.credentials(self.settings.home, self.install_dir / "config")

@@ -34,23 +34,30 @@ class Credentials:
     reader: str = "reader"
 
 
-def credentials(home: Path, config_dir: Path) -> Credentials:
-    """The node's credentials, made on first use (random passwords, mode 0600)."""
+def credentials(home: Path, config_dir: Path) -> Credentials | None:
+    """The node's credentials, or None before its first secured start made them."""
     path = home / "credentials.json"
     if not path.is_file():
-        home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"admin": secrets.token_urlsafe(18), "reader": secrets.token_urlsafe(18)}, f)
+        return None
     saved = json.loads(path.read_text())
     return Credentials(saved["admin"], saved["reader"], config_dir / CA_FILE)
+
+
+def _new_credentials(home: Path, config_dir: Path) -> Credentials:
+    """Random passwords, written readable by their owner only."""
+    users = Credentials(secrets.token_urlsafe(18), secrets.token_urlsafe(18), config_dir / CA_FILE)
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / "credentials.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"admin": users.admin_password, "reader": users.reader_password}, f)
+    return users
 
 
 def configure_security(config_dir: Path, home: Path) -> str:
     """Certificates and users in ``config_dir``; returns the lines for ``opensearch.yml``."""
     if not (config_dir / CA_FILE).is_file():
         _make_certificates(config_dir)
-    users = credentials(home, config_dir)
+    users = credentials(home, config_dir) or _new_credentials(home, config_dir)
     _write_users(config_dir / "opensearch-security" / "internal_users.yml", users)
     _add_reader_role(config_dir / "opensearch-security")
     return (
