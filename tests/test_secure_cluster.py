@@ -67,6 +67,8 @@ def test_the_administrator_indexes_searches_and_reads_the_log_over_https(secure_
 def test_a_read_only_user_searches_and_every_write_is_one_line_naming_the_permission(
         secure_node: LocalNode, secured_index: str, tmp_path: Path) -> None:
     users = secure_node.credentials
+    admin = _env(secure_node, users.admin, users.admin_password)
+    assert _run(admin, "query", "a logged query", "--index", secured_index).exit_code == 0  # the log exists
     env = _env(secure_node, users.reader, users.reader_password)
     found = _run(env, "query", "cells die after injury", "--index", secured_index, "--mode", "hybrid")
     assert found.exit_code == 0, found.output
@@ -77,12 +79,12 @@ def test_a_read_only_user_searches_and_every_write_is_one_line_naming_the_permis
 
     corpus = tmp_path / "one.jsonl"
     corpus.write_text(json.dumps({"id": "r1", "title": "Calcium", "text": "Calcium rises."}) + "\n")
-    for args in (["index", str(corpus), "--index", f"reader-{uuid.uuid4().hex[:8]}", "--rejects",
+    for args in (["index", str(corpus), "--format", "jsonl", "--index", f"reader-{uuid.uuid4().hex[:8]}", "--rejects",
                   str(tmp_path / "r.tsv")], ["delete-index", secured_index, "--yes"]):
         line = _one_line_error(_run(env, *args))
         assert "answered 403" in line and "lacks that permission" in line
     # Nothing was deleted.
-    assert _run(_env(secure_node, users.admin, users.admin_password), "stats", "--index", secured_index).exit_code == 0
+    assert _run(admin, "stats", "--index", secured_index).exit_code == 0
 
 
 def test_a_wrong_password_is_one_line(secure_node: LocalNode) -> None:
