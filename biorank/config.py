@@ -17,6 +17,8 @@ SEED = 20261122
 DEFAULT_LAMBDA = 0.03
 """λ of the hybrid when the index has no tuned one: the best of 0 … 1 on the dev split of SciFact train
 (``biorank tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at 0.05, 0.6665 at 0, 0.6948 at 1)."""
+MAX_RECORD_BYTES = 1 << 20
+"""Title + abstract of one indexed record; PubMed's longest abstracts are tens of kilobytes."""
 
 _FALSE = {"0", "false", "no", "off"}
 

@@ -9,8 +9,7 @@ import click
 from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, record_progress, stage_progress, table
-from biorank.config import ConnectionSettings
-from biorank.indexer.indexer import IndexOptions
+from biorank.config import MAX_RECORD_BYTES, ConnectionSettings
 from biorank.indexer.readers import FORMATS
 from biorank.models.encoder import DEFAULT_MODEL
 
@@ -39,7 +38,7 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
 @click.option("--max-record-bytes", type=click.IntRange(1), show_default=True,
-              default=options.default(IndexOptions, "max_record_bytes"),
+              default=MAX_RECORD_BYTES,
               help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed.")
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
@@ -61,7 +60,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
       biorank index pubmed25n0001.xml.gz pubmed25n0002.xml.gz --index pubmed
       biorank index docs.jsonl --format jsonl --id-field pmid --text-field body
     """
-    from biorank.indexer.indexer import Indexer, estimate_records
+    from biorank.indexer.indexer import Indexer, IndexOptions, estimate_records
     from biorank.store.mappings.documents import IndexSettings
 
     client = options.client(settings)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from biorank.config import DEFAULT_INDEX
+from biorank.config import DEFAULT_INDEX, MAX_RECORD_BYTES
 from biorank.indexer.blocks import block_budget, make_blocks
 from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import sentences_of
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
     from biorank.models.encoder import Encoder
 
-MAX_RECORD_BYTES = 1 << 20
-"""Title + abstract of one record; PubMed's longest abstracts are tens of kilobytes."""
 
 
 @dataclass(frozen=True)

@@ -374,14 +374,14 @@ class _Resume:
     def stream(self, rest: IO[bytes]) -> _Joined:
         # The root's start tag on a line of its own, then the citation's line with what came before it blanked,
         # so the parser's lines and columns are the file's (less one line) and no half element is read.
-        return _Joined([f"<{self.root}>\n".encode(), b" " * self.column + self.rest_of_line], rest)
+        return _Joined(f"<{self.root}>\n".encode() + b" " * self.column + self.rest_of_line, rest)
 
 
 class _Joined:
     """A read-only binary stream of some bytes followed by the rest of another stream."""
 
-    def __init__(self, head: list[bytes], rest: IO[bytes]) -> None:
-        self._head = b"".join(head)
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
         self._rest = rest
 
     def read(self, size: int = -1) -> bytes:
@@ -399,7 +399,7 @@ def _sniff_root(file: Path) -> str | None:
             head = stream.read(1 << 16)
     except _READ_ERRORS:
         return None
-    match = re.search(rb"<(PubmedArticleSet|MedlineCitationSet)[\s>]", head)
+    match = re.search(rb"<(" + "|".join(_PUBMED_ROOTS).encode() + rb")[\s>]", head)
     return match.group(1).decode() if match else None
 
 
