@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import re
@@ -230,7 +231,7 @@ def test_wordpiece_field_matches_encoder_tokens(
     # do not (unless the passage also holds them in that order). Filtered to the block itself: a common
     # bigram matches more blocks than a page holds, and which block comes first varies between runs.
     pieces = source["wordpieces"].split()
-    pairs = set(zip(pieces, pieces[1:]))
+    pairs = set(itertools.pairwise(pieces))
 
     def count(first: str, second: str) -> int:
         query = {"bool": {"must": {"match_phrase": {"wordpieces.bigrams": f"{first} {second}"}},
