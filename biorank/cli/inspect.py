@@ -69,6 +69,7 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
         ("size", sizes),
         ("encoder", f"{facts.model} ({facts.dimension} dimensions)" + (
             f", loaded from {facts.model_source}" if facts.model_source not in (None, facts.model) else "")),
+        ("prefixes", ", ".join(f"{role} {text!r}" for role, text in facts.prefixes.items()) or "none"),
         ("mapping version", facts.mapping_version),
         ("BM25", f"k1 {s.get('k1')}, b {s.get('b')}, {s.get('analyzer')} analyser"),
         ("shards / replicas", f"{s.get('shards')} / {s.get('replicas')}"),

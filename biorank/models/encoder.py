@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
+from biorank.models.prefixes import Prefixes, Role, folder_prefixes
 from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ __all__ = [
     "Stage",
     "auto_precision",
     "model_identity",
+    "model_prefixes",
     "native_bf16",
     "packaged_model_dir",
     "quiet_loading",
@@ -162,6 +164,14 @@ def model_identity(name: str) -> str:
     if folder.is_dir():
         return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"
     return name
+
+
+def model_prefixes(name: str) -> Prefixes:
+    """The prefixes a model was trained with: the catalogue's, or those its folder declares."""
+    if name in MAVEN_MODELS:
+        return MAVEN_MODELS[name].prefixes
+    folder = Path(resolve_model(name))
+    return folder_prefixes(folder) if folder.is_dir() else Prefixes()
 
 
 def native_bf16(torch: Any, device: Any) -> bool:
@@ -259,6 +269,7 @@ class Encoder:
         precision: Precision = DEFAULT_PRECISION,
         max_seq_length: int | None = None,
         stage: Stage = "documents",
+        prefixes: Prefixes | None = None,
     ) -> None:
         if precision != "auto" and precision not in PRECISIONS:
             raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -268,6 +279,7 @@ class Encoder:
             raise ValueError(f"{precision} runs in ONNX Runtime on the CPU; use fp32 or bf16 on {device}")
         self._name = model
         self._batch_size = batch_size
+        self._prefixes = model_prefixes(model) if prefixes is None else prefixes
         if precision == "auto":
             # A model that comes as an ONNX graph only runs in ONNX Runtime.
             precision = "onnx" if model in MAVEN_MODELS else auto_precision(stage, device)
@@ -296,23 +308,23 @@ class Encoder:
             return SentenceTransformer(source, device=self._device, local_files_only=Path(source).is_dir())
 
     def _load_onnx(self, precision: OnnxPrecision) -> OnnxModel:
-        folder = cached(self.model_name, "encoder", precision)
+        folder = cached(self.weights, "encoder", precision)
         if folder is None and self._name in MAVEN_MODELS:
             folder = materialise(MAVEN_MODELS[self._name])
         elif folder is None:
             from biorank.models.export import export_encoder
 
-            folder = export_encoder(self._load_torch("cpu"), self.model_name)
+            folder = export_encoder(self._load_torch("cpu"), self.weights)
         return OnnxModel(folder, precision)
 
     def export_for_queries(self) -> None:
         """Export this torch model for ONNX Runtime now, if it has no export yet: what indexes with it makes
         sure that the first query on that index starts without torch."""
         if self._model is not None and self._device == "cpu" and has_onnxruntime() and \
-                cached(self.model_name, "encoder", "onnx") is None:
+                cached(self.weights, "encoder", "onnx") is None:
             from biorank.models.export import export_encoder
 
-            export_encoder(self._model, self.model_name)
+            export_encoder(self._model, self.weights)
 
     @property
     def source(self) -> str:
@@ -349,9 +361,21 @@ class Encoder:
         return int(dimension)
 
     @cached_property
-    def model_name(self) -> str:
-        """A stable identifier of the model's weights, to record in the index beside the vectors."""
+    def weights(self) -> str:
+        """A stable identifier of the model's weights: what its exports are cached by."""
         return model_identity(self._name)
+
+    @property
+    def prefixes(self) -> Prefixes:
+        return self._prefixes
+
+    @cached_property
+    def model_name(self) -> str:
+        """What the index records beside the vectors: the weights, and the prefixes where they are not the
+        model's own (other prefixes make other vectors, and queries must be encoded the same way)."""
+        if self._prefixes == model_prefixes(self._name):
+            return self.weights
+        return f"{self.weights} with {self._prefixes.describe()}"
 
     @property
     def max_seq_length(self) -> int:
@@ -390,8 +414,8 @@ class Encoder:
         """Word pieces per text, as :meth:`tokenize` splits them."""
         return [len(pieces) for pieces in self.tokenize_batch(texts)]
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """One unit-length float32 row per text, in input order.
+    def encode(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
+        """One unit-length float32 row per text, in input order; ``role`` says which prefix goes before each text.
 
         Both backends sort the texts by length before batching (so batches carry little padding) and put the
         rows back in input order.
@@ -402,6 +426,7 @@ class Encoder:
             raise TypeError("encode takes a sequence of texts, not one string")
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
+        texts = self._prefixes.apply(list(texts), role)
         if self._onnx is not None:
             matrix = self._onnx.embed(texts, batch_size=self._batch_size, max_length=self._max_seq_length)
         else:
@@ -415,6 +440,7 @@ class Encoder:
 
         with torch.autocast(device_type=torch.device(self._device).type, dtype=torch.bfloat16,
                             enabled=self._precision == "bf16"):
-            vectors = self.model.encode(list(texts), batch_size=self._batch_size, show_progress_bar=False,
+            # prompt="" keeps a folder's default prompt from being added twice: the prefixes were put on above.
+            vectors = self.model.encode(list(texts), prompt="", batch_size=self._batch_size, show_progress_bar=False,
                                         convert_to_numpy=False, convert_to_tensor=True)
         return vectors.float().cpu().numpy()

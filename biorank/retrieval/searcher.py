@@ -116,11 +116,14 @@ class Searcher:
     def encoder(self) -> Encoder:
         if self._encoder is None:
             from biorank.models.encoder import Encoder
+            from biorank.models.prefixes import Prefixes
 
-            # The index records how its encoder was named when it was built (a folder, a hub name), and
-            # loading that again must give the same weights: the model check below makes sure of it.
+            # The index records how its encoder was named when it was built (a folder, a hub name) and the
+            # prefixes it used, and loading that again must give the same weights: the model check below makes
+            # sure of it.
             self._encoder = Encoder(self.record.encoder_source, stage="queries",
-                                    precision=self.settings.precision)  # type: ignore[arg-type]
+                                    precision=self.settings.precision,  # type: ignore[arg-type]
+                                    prefixes=Prefixes.from_mapping(self.record.prefixes))
             check_record(self.client, self.index, model=self._encoder.model_name)
         return self._encoder
 
@@ -173,6 +176,12 @@ class Searcher:
             vectors = {}
         elif vectors is None or not queries.keys() <= vectors.keys():
             vectors = encode_queries(self.encoder, queries)
+        for qid in queries:
+            if qid in vectors and len(vectors[qid]) != self.record.dimension:
+                # OpenSearch would answer with a stack of script errors per shard.
+                raise QueryError(f"the vector of query {qid!r} has {len(vectors[qid])} dimensions; index "
+                                 f"{self.index!r} holds {self.record.dimension}-dimensional vectors of "
+                                 f"{self.record.model}")
         pieces = self._pieces(queries)
         if mode in ("bm25", "dense", "dense-exact", "hybrid"):
             bodies = {q: self._body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
@@ -271,7 +280,7 @@ class Searcher:
 
 def encode_queries(encoder: Encoder, queries: Mapping[str, str]) -> dict[str, list[float]]:
     """Query id -> unit vector, in one encoder call."""
-    matrix = encoder.encode(list(queries.values()))
+    matrix = encoder.encode(list(queries.values()), role="query")
     return {q: row.tolist() for q, row in zip(queries, matrix, strict=True)}
 
 

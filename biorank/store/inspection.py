@@ -109,6 +109,8 @@ class IndexStats:
     size_bytes: dict[str, int]
     model: str
     model_source: str | None
+    prefixes: dict[str, str]
+    """What the encoder put before queries and passages."""
     dimension: int | None
     mapping_version: int
     block_tokens: int | None
@@ -141,6 +143,7 @@ def index_stats(client: OpenSearch, index: str) -> IndexStats:
     return IndexStats(
         index=index, sentences_index=sentences_index, documents=info.documents, blocks=info.blocks,
         sentences=info.sentences, size_bytes=sizes, model=info.model, model_source=record.model_source,
+        prefixes=dict(record.prefixes),
         dimension=record.dimension, mapping_version=info.mapping_version,
         block_tokens=record.block_tokens, settings=settings, lam=record.lam,
         lambda_tuned=record.tuned_lambda is not None, tuned=record.tuned,

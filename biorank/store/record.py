@@ -25,7 +25,7 @@ MAPPING_VERSION = 2
 """Raised whenever the mappings change in a way older indices cannot serve; such indices are refused."""
 REENCODING = "reencoding"
 """Key present while ``biorank reindex-vectors`` re-encodes the index."""
-BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "dimension", "settings",
+BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "dimension", "settings",
                         "block_tokens", "sentences_index", "documents_index"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
 TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
@@ -47,6 +47,8 @@ class IndexRecord:
     """The encoder's identity (package@version, folder@digest or a hub name), as :func:`model_identity` gives."""
     model_source: str | None = None
     """How the encoder was named when the index was built: what loads it again."""
+    prefixes: Mapping[str, str] = field(default_factory=dict)
+    """What the encoder put before queries and passages (``query``, ``passage``); none in older indices."""
     dimension: int | None = None
     block_tokens: int | None = None
     sentences_index: str | None = None
@@ -64,7 +66,8 @@ class IndexRecord:
     def from_meta(cls, index: str, meta: Mapping[str, Any]) -> IndexRecord:
         return cls(
             index=index, kind=meta.get("kind", "?"), mapping_version=meta.get("mapping_version"),
-            model=meta.get("model"), model_source=meta.get("model_source"), dimension=meta.get("dimension"),
+            model=meta.get("model"), model_source=meta.get("model_source"),
+            prefixes=MappingProxyType(dict(meta.get("prefixes") or {})), dimension=meta.get("dimension"),
             block_tokens=meta.get("block_tokens"), sentences_index=meta.get("sentences_index"),
             documents_index=meta.get("documents_index"), settings=MappingProxyType(dict(meta.get("settings", {}))),
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
@@ -127,7 +130,8 @@ def check_record(client: OpenSearch, index: str, *, model: str | None = None) ->
     if model is not None and record.model != model:
         raise IndexMismatch(
             f"index {index!r} was built with the encoder {record.model!r}, not {model!r}; use that "
-            f"encoder (--model), or rebuild with --recreate"
+            f"encoder (--model, and --query-prefix/--passage-prefix where it names prefixes), or rebuild with "
+            f"--recreate"
         )
     return record
 

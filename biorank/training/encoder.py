@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
     from biorank.models.encoder import Encoder
+    from biorank.models.prefixes import Prefixes
     from biorank.retrieval.searcher import Searcher
 
 VALIDATION_DEPTH = 100
@@ -182,7 +183,7 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
             first = (epoch * steps_per_epoch + position) * config.synthetic_per_batch
             batch += [_from_synthetic(synthetic[(first + i) % len(synthetic)])
                       for i in range(config.synthetic_per_batch)]
-        return _batch_loss(model, encoder.device, batch, config.scale, bf16)
+        return _batch_loss(model, encoder.device, batch, config.scale, bf16, encoder.prefixes)
 
     result = run_epochs(
         model, optimizer, schedule, config, out, save_model=lambda folder: _save(model, folder, window),
@@ -287,14 +288,15 @@ def _embed(model: Any, device: str, texts: Sequence[str], bf16: bool) -> Any:
     return torch.nn.functional.normalize(vectors.float(), dim=-1)
 
 
-def _batch_loss(model: Any, device: str, batch: Sequence[_Example], scale: float, bf16: bool) -> Any:
+def _batch_loss(model: Any, device: str, batch: Sequence[_Example], scale: float, bf16: bool,
+                prefixes: Prefixes) -> Any:
     """Softmax cross-entropy of each question over every passage of the batch, its own being the answer."""
     import torch
 
     passages = [e.passage for e in batch] + [p for e in batch for _, p in e.negatives]
     owners = [e.doc for e in batch] + [d for e in batch for d, _ in e.negatives]
-    questions = _embed(model, device, [e.question for e in batch], bf16)
-    scores = scale * questions @ _embed(model, device, passages, bf16).T
+    questions = _embed(model, device, prefixes.apply([e.question for e in batch], "query"), bf16)
+    scores = scale * questions @ _embed(model, device, prefixes.apply(passages, "passage"), bf16).T
     answers = torch.arange(len(batch), device=scores.device)
     # Another passage of the question's own document, or of a document that answers it, is not wrong.
     not_negative = torch.tensor([[j != i and (owner == e.doc or owner in e.relevant) for j, owner in enumerate(owners)]
@@ -319,7 +321,7 @@ def _validate(encoder: Encoder, queries: Mapping[str, str], qrels: Qrels, blocks
     # Blocks come grouped by document, so a document's best block is a maximum over one run of columns.
     starts = [i for i in range(len(ids)) if i == 0 or ids[i] != ids[i - 1]]
     documents = [ids[i] for i in starts]
-    scores = np.maximum.reduceat(encoder.encode(list(queries.values())) @ matrix.T, starts, axis=1)
+    scores = np.maximum.reduceat(encoder.encode(list(queries.values()), role="query") @ matrix.T, starts, axis=1)
     depth = min(VALIDATION_DEPTH, len(documents))
     ranked = {}
     for qid, row in zip(queries, scores, strict=True):
