@@ -135,6 +135,14 @@ def test_an_index_records_its_prefixes_and_its_queries_use_them(
     message = other.output.splitlines()[-1]
     assert f"was built with the encoder {e5.model_name!r}, not " in message
     assert "with passage prefix 'passage: '" in message and "--query-prefix" in message
+    # Switching the query prefix of the index itself re-encodes nothing: the passages' vectors stay right.
+    switched = runner.invoke(cli, ["--url", opensearch_url, "reindex-vectors", "--index", index_name,
+                                   "--model", "e5-small-v2", "--query-prefix", ""])
+    assert switched.exit_code == 0 and "only the query prefix changed" in switched.output, switched.output
+    searcher = Searcher(opensearch, index_name, SearchSettings(mode="dense"))
+    assert searcher.encoder.prefixes == Prefixes(passage="passage: ")
+    assert searcher.record.model == f"{e5.model_name} with passage prefix 'passage: '"
+    assert searcher.search(first["title"], k=1)[0].id == str(first["doc_id"])
 
 
 def test_a_query_vector_of_another_encoder_is_refused_in_one_line(

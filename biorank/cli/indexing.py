@@ -173,6 +173,12 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     Only the vectors change (text, BM25 fields and blocks stay). Interrupted? Run the same command again:
     it continues where it was; until it has finished, searches that use vectors refuse the index. A λ tuned
     for the old encoder is set aside: tune it again with `biorank tune-lambda`.
+
+    \b
+    The same model with another --query-prefix only changes how queries are encoded: the record switches at
+    once and nothing is re-encoded, e.g. bge-small-en-v1.5's instruction:
+      biorank reindex-vectors --index scifact --model bge-small-en-v1.5 \\
+        --query-prefix "Represent this sentence for searching relevant passages: "
     """
     from biorank.indexer.reindex import reencode_index
 
@@ -183,9 +189,13 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     if report.already:
         click.echo(f"{index_name} is encoded with {report.model} already; nothing to do")
         return
-    click.echo(f"{index_name}: {report.blocks} blocks and {report.sentences} sentences re-encoded in "
-               f"{report.seconds:.1f} s{' (resumed)' if report.resumed else ''}; it now uses {report.model} "
-               f"(was {report.previous_model})")
+    if report.queries_only:
+        click.echo(f"{index_name}: only the query prefix changed, so no vector was re-encoded; it now uses "
+                   f"{report.model} (was {report.previous_model})")
+    else:
+        click.echo(f"{index_name}: {report.blocks} blocks and {report.sentences} sentences re-encoded in "
+                   f"{report.seconds:.1f} s{' (resumed)' if report.resumed else ''}; it now uses {report.model} "
+                   f"(was {report.previous_model})")
     if report.dropped_lambda is not None:
         click.echo(f"the λ tuned for the old encoder ({report.dropped_lambda:g}) was set aside: run "
                    f"biorank tune-lambda --index {index_name} ... to tune it for this one")

@@ -11,6 +11,8 @@ encoded once more, which changes nothing). While that record is present the inde
 encoders, and searches that need vectors are refused (see :func:`biorank.store.record.check_record`).
 At the end the index records the new encoder (``model``, ``model_source``, ``dimension``), so queries are
 encoded with it; a λ tuned for the old encoder is set aside under ``replaced_encoder``, to be tuned again.
+When only the query prefix changes (bge's instruction on or off), the stored vectors are already the new
+encoder's: nothing is re-encoded, and only the record switches.
 
 Only the encoder's weights may change: the blocks were cut, and the ``wordpieces`` fields split, by the old
 encoder's tokenizer, so an encoder that splits words differently is refused before anything is written.
@@ -58,6 +60,8 @@ class ReencodeReport:
     resumed: bool = False
     already: bool = False
     """The index was encoded with this model already; nothing was done."""
+    queries_only: bool = False
+    """Only the query prefix changed: no vector was re-encoded, the record was switched."""
     dropped_lambda: float | None = None
 
 
@@ -89,6 +93,11 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
     elif record.model == model:
         report.already = True
         return report
+    elif _same_passage_vectors(record, encoder):
+        report.queries_only = True
+        report.dropped_lambda = _switch_record(client, index, record.sentences_index, encoder, previous)
+        report.seconds = time.monotonic() - started
+        return report
     else:
         _check_tokenizer(client, index, record, encoder)
         state = {"model": model, "model_source": encoder.source, "previous": previous, "stage": BLOCKS,
@@ -111,16 +120,33 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
             state = {**state, "stage": following, "after": None, "done": 0}
             update_record(client, index, **{REENCODING: state})
 
-    if sentences_index:
+    report.dropped_lambda = _switch_record(client, index, sentences_index, encoder, previous)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _same_passage_vectors(record: IndexRecord, encoder: Encoder) -> bool:
+    """Whether the index's vectors are those ``encoder`` makes: the same weights and passage prefix."""
+    from biorank.models.encoder import encoder_name
+    from biorank.models.prefixes import Prefixes
+
+    recorded = Prefixes.from_mapping(record.prefixes)
+    return recorded.passage == encoder.prefixes.passage and \
+        record.model == encoder_name(encoder.source, encoder.prefixes.but(query=recorded.query))
+
+
+def _switch_record(client: OpenSearch, index: str, sentences_index: str | None, encoder: Encoder,
+                   previous: str) -> float | None:
+    """Make ``encoder`` the index's encoder; sets aside (and returns) the λ tuned for the one before."""
+    model = encoder.model_name
+    if sentences_index and client.indices.exists(index=sentences_index):
         update_record(client, sentences_index, model=model, dimension=encoder.dimension)
     raw = check_record(client, index).raw
     replaced = {"model": previous, **{key: raw[key] for key in TUNED_FOR_ENCODER if key in raw}}
-    report.dropped_lambda = replaced.get("lambda")
     update_record(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER), model=model,
                   model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(), dimension=encoder.dimension,
                   replaced_encoder=replaced)
-    report.seconds = time.monotonic() - started
-    return report
+    return replaced.get("lambda")
 
 
 def _reencode(client: OpenSearch, index: str, target: str, stage: str, encoder: Encoder, state: dict,

@@ -83,6 +83,7 @@ __all__ = [
     "Precision",
     "Stage",
     "auto_precision",
+    "encoder_name",
     "model_identity",
     "model_prefixes",
     "native_bf16",
@@ -164,6 +165,13 @@ def model_identity(name: str) -> str:
     if folder.is_dir():
         return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"
     return name
+
+
+def encoder_name(model: str, prefixes: Prefixes) -> str:
+    """What an index records of an encoder: its weights, and its prefixes where they are not the model's own
+    (other prefixes make other vectors, and queries must be encoded the same way)."""
+    weights = model_identity(model)
+    return weights if prefixes == model_prefixes(model) else f"{weights} with {prefixes.describe()}"
 
 
 def model_prefixes(name: str) -> Prefixes:
@@ -371,11 +379,8 @@ class Encoder:
 
     @cached_property
     def model_name(self) -> str:
-        """What the index records beside the vectors: the weights, and the prefixes where they are not the
-        model's own (other prefixes make other vectors, and queries must be encoded the same way)."""
-        if self._prefixes == model_prefixes(self._name):
-            return self.weights
-        return f"{self.weights} with {self._prefixes.describe()}"
+        """What the index records beside the vectors (:func:`encoder_name`)."""
+        return encoder_name(self._name, self._prefixes)
 
     @property
     def max_seq_length(self) -> int:
