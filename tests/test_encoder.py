@@ -16,6 +16,7 @@ import pytest
 
 from biorank.models.encoder import (
     DEFAULT_MODEL,
+    PACKAGED_MODEL,
     Encoder,
     ModelNotInstalled,
     packaged_model_dir,
@@ -58,7 +59,7 @@ def hub_calls() -> Iterator[list[object]]:
 @pytest.fixture(scope="module")
 def encoder(hub_calls: list[object]) -> Encoder:
     # fp32 so that batch and single encodings can be held to 1e-5.
-    return Encoder(precision="fp32")
+    return Encoder(PACKAGED_MODEL, precision="fp32")
 
 
 def test_importing_the_module_does_not_import_torch() -> None:
@@ -160,12 +161,12 @@ def test_local_models_are_named_by_folder_and_contents(tmp_path: Path) -> None:
 
 
 def test_max_seq_length_can_be_lowered() -> None:
-    assert Encoder(precision="fp32", max_seq_length=128).max_seq_length == 128
+    assert Encoder(PACKAGED_MODEL, precision="fp32", max_seq_length=128).max_seq_length == 128
 
 
 def test_bf16_stays_close_to_fp32(encoder: Encoder, abstracts: dict[str, str]) -> None:
     texts = list(abstracts.values())[:4]
-    bf16 = Encoder(precision="bf16")
+    bf16 = Encoder(PACKAGED_MODEL, precision="bf16")
     assert bf16.precision == "bf16"
     cosines = np.sum(bf16.encode(texts) * encoder.encode(texts), axis=1)
     assert cosines.min() > 0.999
@@ -175,9 +176,9 @@ def test_auto_precision_is_bf16_where_the_cpu_has_it_and_onnx_runtime_elsewhere(
     from biorank.models.encoder import cpu_flags
 
     native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
-    assert Encoder().precision == ("bf16" if native else "onnx")
+    assert Encoder(PACKAGED_MODEL).precision == ("bf16" if native else "onnx")
 
 
 def test_an_unknown_precision_is_refused() -> None:
     with pytest.raises(ValueError, match="precision"):
-        Encoder(precision="fp8")  # type: ignore[arg-type]
+        Encoder(PACKAGED_MODEL, precision="fp8")  # type: ignore[arg-type]

@@ -134,13 +134,13 @@ TOLERANCE = 1e-4
 def fp32_sample(opensearch: OpenSearch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from biorank.demo import sample_path
     from biorank.indexer.indexer import Indexer, IndexOptions
-    from biorank.models.encoder import Encoder
+    from biorank.models.encoder import PACKAGED_MODEL, Encoder
     from biorank.store.indices import delete_indices
 
     name = f"biorank-test-pinned-{uuid.uuid4().hex[:8]}"
     rejects = tmp_path_factory.mktemp("pinned") / "rejects.tsv"
-    Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=Encoder(precision="fp32")).run(
-        [sample_path()])
+    encoder = Encoder(PACKAGED_MODEL, precision="fp32")
+    Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=encoder).run([sample_path()])
     yield name
     delete_indices(opensearch, name)
 
@@ -149,7 +149,7 @@ def test_pinned_figures_of_every_system_on_the_sample(opensearch: OpenSearch, fp
                                                       tmp_path: Path) -> None:
     from biorank.evaluation.topics import read_qrels
     from biorank.experiment import Experiment, run_experiment
-    from biorank.models.encoder import Encoder
+    from biorank.models.encoder import PACKAGED_MODEL, Encoder
     from biorank.retrieval.searcher import Searcher
 
     body = {"size": 1000, "_source": False, "query": {"term": {"block": 0}}}
@@ -160,7 +160,7 @@ def test_pinned_figures_of_every_system_on_the_sample(opensearch: OpenSearch, fp
     qrels_file.write_text("query-id\tcorpus-id\tscore\n" + "".join(
         f"{q}\t{d}\t{g}\n" for q in judged for d, g in qrels[q].items()), encoding="utf-8")
     systems = (*FIRST_STAGES, "hybrid+snippets", "hybrid+snippets-lexical", "hybrid+snippets+rescore")
-    searcher = Searcher(opensearch, fp32_sample, encoder=Encoder(precision="fp32"))
+    searcher = Searcher(opensearch, fp32_sample, encoder=Encoder(PACKAGED_MODEL, precision="fp32"))
     result = run_experiment(Experiment(qrels=qrels_file, queries=shared_data / CLAIMS, systems=systems,
                                        measures=("ndcg@10",), snippet_gold=shared_data / CLAIMS, k=100,
                                        out=tmp_path / "eval"), searcher)

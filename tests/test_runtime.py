@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biorank.models.encoder import Encoder, auto_precision, packaged_model_dir
+from biorank.models.encoder import PACKAGED_MODEL, Encoder, auto_precision, packaged_model_dir
 from biorank.models.runtime import FILES, Manifest, cache_folder, cached, physical_cores
 
 
@@ -27,7 +27,7 @@ def texts(shared_data: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def fp32() -> Encoder:
-    return Encoder(precision="fp32")
+    return Encoder(PACKAGED_MODEL, precision="fp32")
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -35,7 +35,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_onnx_fp32_gives_torch_fp32_vectors(fp32: Encoder, texts: list[str]) -> None:
-    onnx = Encoder(precision="onnx")
+    onnx = Encoder(PACKAGED_MODEL, precision="onnx")
     assert (onnx.precision, onnx.device, onnx.dimension, onnx.max_seq_length) == ("onnx", "cpu", 384, 256)
     assert onnx.model_name == fp32.model_name
     assert cosines(onnx.encode(texts), fp32.encode(texts)).min() > 0.9999
@@ -45,7 +45,7 @@ def test_onnx_fp32_gives_torch_fp32_vectors(fp32: Encoder, texts: list[str]) -> 
 
 def test_int8_stays_near_fp32_but_outside_the_vector_limit(fp32: Encoder, texts: list[str]) -> None:
     """Measured: mean cosine 0.995 on SciFact abstracts; the 0.999 limit is why auto never picks int8."""
-    int8 = Encoder(precision="int8")
+    int8 = Encoder(PACKAGED_MODEL, precision="int8")
     found = cosines(int8.encode(texts), fp32.encode(texts))
     assert found.mean() > 0.99 and found.min() > 0.97
     assert found.mean() < 0.9999, "int8 now matches fp32: auto_precision's choice should be measured again"
@@ -53,7 +53,7 @@ def test_int8_stays_near_fp32_but_outside_the_vector_limit(fp32: Encoder, texts:
 
 def test_a_batch_is_padded_to_its_longest_text_only(texts: list[str]) -> None:
     """The same text alone and among much longer ones: one vector (up to float rounding)."""
-    onnx = Encoder(precision="onnx", batch_size=8)
+    onnx = Encoder(PACKAGED_MODEL, precision="onnx", batch_size=8)
     alone = onnx.encode([texts[-1]])
     among = onnx.encode([texts[0], texts[-1], *texts[1:7]])[1:2]
     assert cosines(alone, among)[0] > 0.99999
@@ -66,11 +66,11 @@ def test_queries_run_in_onnx_runtime_by_default() -> None:
 
 
 def test_a_query_in_a_fresh_process_imports_neither_torch_nor_transformers(texts: list[str]) -> None:
-    Encoder(stage="queries")  # makes the export if this machine has none yet
+    Encoder(PACKAGED_MODEL, stage="queries")  # makes the export if this machine has none yet
     code = (
         "import sys, time\n"
         "from biorank.models.encoder import Encoder\n"
-        "vector = Encoder(stage='queries').encode(['vitamin D and bone fractures'])\n"
+        "vector = Encoder(PACKAGED_MODEL, stage='queries').encode(['vitamin D and bone fractures'])\n"
         "print(vector.shape, sorted(m for m in ('torch', 'sentence_transformers', 'transformers') "
         "if m in sys.modules))"
     )
@@ -120,7 +120,7 @@ def test_an_incomplete_or_older_export_is_not_used(tmp_path: Path, monkeypatch: 
 
 def test_an_onnx_precision_on_a_gpu_is_refused() -> None:
     with pytest.raises(ValueError, match="ONNX Runtime on the CPU"):
-        Encoder(precision="int8", device="cuda")
+        Encoder(PACKAGED_MODEL, precision="int8", device="cuda")
 
 
 def test_the_cache_folder_follows_biorank_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from biorank.indexer.blocks import block_budget
 from biorank.indexer.readers import read_records
-from biorank.models.encoder import Encoder
+from biorank.models.encoder import PACKAGED_MODEL, Encoder
 from biorank.training.encoder import EncoderTraining, _batch_loss, _embed, _Example
 from biorank.training.loop import TrainingError
 from biorank.training.synthetic import (
@@ -120,7 +120,7 @@ def test_in_batch_loss_leaves_out_passages_that_answer_the_question() -> None:
     import torch
 
     # The trainer's model is a torch one, whichever backend `auto` picks for indexing on this CPU.
-    model = Encoder(precision="fp32").model
+    model = Encoder(PACKAGED_MODEL, precision="fp32").model
     batch = [
         _Example(CLAIM, "Vitamin D and tuberculosis in a cohort.", "a", frozenset({"a", "b"})),
         _Example(CLAIM, "Low vitamin D levels in tuberculosis patients.", "b", frozenset({"a", "b"})),

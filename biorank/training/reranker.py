@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from biorank.config import SEED
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
-from biorank.models.encoder import DEFAULT_MODEL, quiet_loading
+from biorank.models.encoder import PACKAGED_MODEL, quiet_loading
 from biorank.stages.rerank import DEFAULT_DEPTH, fetch_texts, rerank_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 class RerankerTraining(Recipe):
     """How a reranker is trained; the defaults are the recipe of the shipped model card."""
 
-    base_model: str = DEFAULT_MODEL
+    base_model: str = PACKAGED_MODEL
     negatives_per_positive: int = 20
     negatives_from_top: int = 500
     max_length: int = DEFAULT_MAX_LENGTH
