@@ -131,6 +131,9 @@ def test_an_index_records_its_prefixes_and_its_queries_use_them(
     assert searcher.encoder.prefixes == e5.prefixes
     first = json.loads(corpus.read_text(encoding="utf-8").splitlines()[0])
     assert searcher.search(first["title"], k=1)[0].id == str(first["doc_id"])
+    asked = runner.invoke(cli, ["--url", opensearch_url, "query", first["title"], "--index", index_name, "-k", "1",
+                                "--no-log"])
+    assert asked.exit_code == 0 and f"encoder {e5.model_name}" in " ".join(asked.output.split()), asked.output
     # Another query prefix would make other query vectors: adding to the index with it is refused, in one line.
     other = runner.invoke(cli, [*base, "--model", "e5-small-v2", "--query-prefix", ""])
     assert other.exit_code == 1 and other.output.count("Error:") == 1 and "Traceback" not in other.output

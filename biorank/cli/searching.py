@@ -83,8 +83,11 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
         for line in answer.to_dicts():
             click.echo(json.dumps(line, ensure_ascii=False))
     else:
+        parts = [f"λ = {pipeline.searcher.lam:g}"] if "hybrid" in mode else []
+        if searcher.needs_encoder:
+            parts.append(f"encoder {searcher.record.model}")
         console().print(hits_table(answer.hits, f"{pipeline.name} top {k} in {index_name}" + (
-            f" (λ = {pipeline.searcher.lam:g})" if "hybrid" in mode else "")))
+            f" ({'; '.join(parts)})" if parts else "")))
         if answer.snippets is not None:
             print_snippets(answer)
     if explain:
