@@ -16,7 +16,8 @@ from biorank.models.encoder import DEFAULT_MODEL, PACKAGED_MODEL
 @cli.command("train-reranker")
 @options.training_options
 @click.option("--base-model", default=PACKAGED_MODEL, show_default=True,
-              help="A BERT-family checkpoint: local folder or hub name; a fresh one-output head is added.")
+              help="A BERT-family checkpoint: local folder, hub name, or an encoder biorank fetches by name "
+                   "(bge-small-en-v1.5, e5-small-v2); a fresh one-output head is added.")
 @click.option("--negatives-per-positive", type=click.IntRange(1), default=20, show_default=True,
               help="Negatives drawn for each judged-relevant document.")
 @click.option("--negatives-from-top", type=click.IntRange(1), default=500, show_default=True,
