@@ -116,8 +116,9 @@ def test_a_run_killed_midway_resumes_to_exact_counts(
 ) -> None:
     corpus = tmp_path / "sample.jsonl"
     corpus.write_text("".join(_sample_lines(120)), encoding="utf-8")
+    # The suite's encoder, which the resumed run below indexes with too.
     command = [sys.executable, "-m", "biorank.cli", "--url", opensearch_url, "index", str(corpus),
-               "--index", index_name, "--batch-size", "8"]
+               "--index", index_name, "--batch-size", "8", "--model", default_encoder.source]
     log = tmp_path / "victim.log"
     victim = subprocess.Popen(command, cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     sentences = sentences_index_name(index_name)

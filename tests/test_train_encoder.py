@@ -12,6 +12,7 @@ import pytest
 from biorank.indexer.blocks import block_budget
 from biorank.indexer.readers import read_records
 from biorank.models.encoder import PACKAGED_MODEL, Encoder
+from biorank.models.prefixes import Prefixes
 from biorank.training.encoder import EncoderTraining, _batch_loss, _embed, _Example
 from biorank.training.loop import TrainingError
 from biorank.training.synthetic import (
@@ -116,7 +117,9 @@ def test_synthetic_documents_come_from_the_index(opensearch, sample_index: str) 
     assert documents[0].sentences == tuple(h["_source"]["text"] for h in sentences)
 
 
-def test_in_batch_loss_leaves_out_passages_that_answer_the_question() -> None:
+@pytest.mark.parametrize("prefixes", [Prefixes(), Prefixes(query="query: ", passage="passage: ")])
+def test_in_batch_loss_leaves_out_passages_that_answer_the_question(prefixes: Prefixes) -> None:
+    """Its questions and passages get the encoder's prefixes, as at indexing and search time."""
     import torch
 
     # The trainer's model is a torch one, whichever backend `auto` picks for indexing on this CPU.
@@ -129,9 +132,10 @@ def test_in_batch_loss_leaves_out_passages_that_answer_the_question() -> None:
     ]
     model.eval()  # no dropout, so the manual computation below sees the same vectors
     with torch.no_grad():
-        loss = _batch_loss(model, "cpu", batch, 20.0, False)
-        q = _embed(model, "cpu", [e.question for e in batch], False)
-        p = _embed(model, "cpu", [e.passage for e in batch] + ["Heat tolerance of plants."], False)
+        loss = _batch_loss(model, "cpu", batch, 20.0, False, prefixes)
+        q = _embed(model, "cpu", [prefixes.query + e.question for e in batch], False)
+        passages = [e.passage for e in batch] + ["Heat tolerance of plants."]
+        p = _embed(model, "cpu", [prefixes.passage + text for text in passages], False)
     scores = 20.0 * q @ p.T
     # Question 0's softmax is over passages 0, 2 and 3 (passage 1 answers it too), and so on.
     keep = [[0, 2, 3], [1, 2, 3], [2, 0, 1, 3]]
