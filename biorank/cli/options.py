@@ -83,8 +83,9 @@ def prefix_options(command: Callable) -> Callable:
     command = click.option("--passage-prefix", default=None, help="Put before every passage and sentence when "
                            "encoding it [default: the model's own].")(command)
     return click.option("--query-prefix", default=None, help="Put before every query when encoding it; the index "
-                        "records it, so its queries always get it [default: the model's own; for bge-small-en-v1.5 "
-                        "its instruction is 'Represent this sentence for searching relevant passages: '].")(command)
+                        "records it, so its queries always get it [default: the model's own: 'query: ' for "
+                        "e5-small-v2, none for bge-small-en-v1.5, whose optional instruction 'Represent this sentence "
+                        "for searching relevant passages: ' measured no better].")(command)
 
 
 def search_options(command: Callable) -> Callable:
