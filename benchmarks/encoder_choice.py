@@ -18,6 +18,20 @@ without its query instruction) share the index: only the record's query prefix i
 Indexing speed (docs/s, blocks only) is the build's own figure, taken when the index was made (the JSON in
 ``--out`` keeps it); query encoding is the warm mean over 100 single queries in ONNX Runtime fp32 (what a
 ``biorank query`` uses). Every figure states the CPU's ISA (benchmarks/machine.py).
+
+Result, 2026-11-24, AMD EPYC, 2 CPUs, AVX2 + AVX-512 (VNNI, BF16), OpenSearch 2.19.1 local node on the same
+cores (nDCG@10, dense / hybrid, the tuned λ in brackets):
+
+    | encoder          | SciFact dev   λ    | SciFact rest  | NFCorpus dev  λ    | BioASQ dev    λ   | BioASQ rest   |
+    |------------------|--------------------|---------------|--------------------|-------------------|---------------|
+    | bge-small-en-v1.5| .7522/.7859  .002  | .7460 / .7743 | .3350/.3554  .01   | .8821/.9493  .01  | .9161 / .9523 |
+    | bge + instruction| .7510/.7800  .002  | .7430 / .7703 | .3397/.3591  .005  | .8842/.9478  .03  | .9204 / .9528 |
+    | e5-small-v2      | .7202/.7517  .002  | .6991 / .7525 | .3120/.3503  .005  | .8689/.9445  .01  | .9141 / .9518 |
+    | all-MiniLM-L6-v2 | .6661/.7437  .03   | .6865 / .7403 | .2932/.3409  .03   | .8477/.9158  .03  | .8544 / .9550 |
+
+bge-small-en-v1.5 without the instruction has the best hybrid on two of the three dev splits and on SciFact's
+rest, and became biorank's default. The builds' docs/s and the query encoding times were taken while other
+jobs shared the two cores, so they are not compared here; ``index_throughput.py --model`` measures the cost.
 """
 
 from __future__ import annotations

@@ -129,6 +129,8 @@ def test_an_index_records_its_prefixes_and_its_queries_use_them(
     assert json.loads(stats.output)["prefixes"] == {"query": "query: ", "passage": "passage: "}
     searcher = Searcher(opensearch, index_name, SearchSettings(mode="dense"))
     assert searcher.encoder.prefixes == e5.prefixes
+    # Until λ is tuned, the hybrid uses the encoder's own default, not MiniLM's.
+    assert searcher.lam == MAVEN_MODELS["e5-small-v2"].default_lambda == 0.005
     first = json.loads(corpus.read_text(encoding="utf-8").splitlines()[0])
     assert searcher.search(first["title"], k=1)[0].id == str(first["doc_id"])
     asked = runner.invoke(cli, ["--url", opensearch_url, "query", first["title"], "--index", index_name, "-k", "1",
@@ -147,6 +149,7 @@ def test_an_index_records_its_prefixes_and_its_queries_use_them(
     searcher = Searcher(opensearch, index_name, SearchSettings(mode="dense"))
     assert searcher.encoder.prefixes == Prefixes(passage="passage: ")
     assert searcher.record.model == f"{e5.model_name} with passage prefix 'passage: '"
+    assert searcher.lam == 0.005
     assert searcher.search(first["title"], k=1)[0].id == str(first["doc_id"])
 
 

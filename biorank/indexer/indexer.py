@@ -196,6 +196,7 @@ class Indexer:
                 settings, model=model, dimension=dimension,
                 block_tokens=block_budget(encoder.max_seq_length), sentences_index=self.sentences_index,
                 model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(),
+                default_lambda=encoder.default_lambda,
             )
         }
         if self.sentences_index:

@@ -143,9 +143,10 @@ def _switch_record(client: OpenSearch, index: str, sentences_index: str | None, 
         update_record(client, sentences_index, model=model, dimension=encoder.dimension)
     raw = check_record(client, index).raw
     replaced = {"model": previous, **{key: raw[key] for key in TUNED_FOR_ENCODER if key in raw}}
-    update_record(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER), model=model,
+    default = {"default_lambda": encoder.default_lambda} if encoder.default_lambda else {}
+    update_record(client, index, remove=(REENCODING, *TUNED_FOR_ENCODER, "default_lambda"), model=model,
                   model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(), dimension=encoder.dimension,
-                  replaced_encoder=replaced)
+                  replaced_encoder=replaced, **default)
     return replaced.get("lambda")
 
 

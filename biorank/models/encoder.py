@@ -383,6 +383,12 @@ class Encoder:
     def prefixes(self) -> Prefixes:
         return self._prefixes
 
+    @property
+    def default_lambda(self) -> float | None:
+        """λ of the hybrid for this model until one is tuned, where the catalogue names one."""
+        named = MAVEN_MODELS.get(self._name)
+        return named.default_lambda if named else None
+
     @cached_property
     def model_name(self) -> str:
         """What the index records beside the vectors (:func:`encoder_name`)."""

@@ -54,7 +54,7 @@ class QueryError(BiorankError):
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How the first stage searches. ``lam=None`` takes the index's tuned λ, else
+    """How the first stage searches. ``lam=None`` takes the index's tuned λ, else its encoder's default, else
     :data:`~biorank.config.DEFAULT_LAMBDA`.
 
     ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that

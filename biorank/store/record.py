@@ -25,7 +25,8 @@ MAPPING_VERSION = 2
 """Raised whenever the mappings change in a way older indices cannot serve; such indices are refused."""
 REENCODING = "reencoding"
 """Key present while ``biorank reindex-vectors`` re-encodes the index."""
-BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "dimension", "settings",
+BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "default_lambda",
+                        "dimension", "settings",
                         "block_tokens", "sentences_index", "documents_index"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
 TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
@@ -78,8 +79,10 @@ class IndexRecord:
 
     @property
     def lam(self) -> float:
-        """The λ hybrid searches use: the tuned one, else :data:`DEFAULT_LAMBDA`."""
-        return DEFAULT_LAMBDA if self.tuned_lambda is None else self.tuned_lambda
+        """The λ hybrid searches use: the tuned one, else the encoder's default, else :data:`DEFAULT_LAMBDA`."""
+        if self.tuned_lambda is not None:
+            return self.tuned_lambda
+        return float(self.raw.get("default_lambda") or DEFAULT_LAMBDA)
 
     @property
     def encoder_source(self) -> str:

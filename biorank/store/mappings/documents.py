@@ -83,7 +83,7 @@ def index_settings(settings: IndexSettings) -> dict:
 
 def documents_index_body(
     settings: IndexSettings, *, model: str, dimension: int, block_tokens: int, sentences_index: str | None,
-    model_source: str | None = None, prefixes: Mapping[str, str] | None = None,
+    model_source: str | None = None, prefixes: Mapping[str, str] | None = None, default_lambda: float | None = None,
 ) -> dict:
     text = {"type": "text", "analyzer": settings.analyzer}
     return {
@@ -92,7 +92,7 @@ def documents_index_body(
             "_meta": new_record(
                 settings, kind="documents", model=model, dimension=dimension,
                 block_tokens=block_tokens, sentences_index=sentences_index, model_source=model_source or model,
-                prefixes=dict(prefixes or {}),
+                prefixes=dict(prefixes or {}), **({"default_lambda": default_lambda} if default_lambda else {}),
             ),
             # Vectors as JSON text would be most of the stored bytes; search reads them from the vector field.
             "_source": {"excludes": ["embedding"]},
