@@ -50,8 +50,8 @@ from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.indexer.reindex import reencode_index
-from biorank.models.catalogue import BGE_QUERY_INSTRUCTION
 from biorank.models.encoder import Encoder, model_prefixes
+from biorank.models.prefixes import BGE_QUERY_INSTRUCTION
 from biorank.retrieval.searcher import Searcher, SearchSettings, encode_queries
 from biorank.store.client import connect
 from biorank.tuning.lambda_grid import LAMBDA_GRID, best_lambda, tune_lambda_grid

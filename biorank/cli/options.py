@@ -82,10 +82,12 @@ def prefix_options(command: Callable) -> Callable:
     ``passage: ``; none for all-MiniLM-L6-v2 and bge-small-en-v1.5)."""
     command = click.option("--passage-prefix", default=None, help="Put before every passage and sentence when "
                            "encoding it [default: the model's own].")(command)
+    from biorank.models.prefixes import BGE_QUERY_INSTRUCTION
+
     return click.option("--query-prefix", default=None, help="Put before every query when encoding it; the index "
                         "records it, so its queries always get it [default: the model's own: 'query: ' for "
-                        "e5-small-v2, none for bge-small-en-v1.5, whose optional instruction 'Represent this sentence "
-                        "for searching relevant passages: ' measured no better].")(command)
+                        "e5-small-v2, none for bge-small-en-v1.5, whose optional instruction "
+                        f"'{BGE_QUERY_INSTRUCTION}' measured no better].")(command)
 
 
 def search_options(command: Callable) -> Callable:

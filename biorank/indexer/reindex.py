@@ -127,12 +127,11 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
 
 def _same_passage_vectors(record: IndexRecord, encoder: Encoder) -> bool:
     """Whether the index's vectors are those ``encoder`` makes: the same weights and passage prefix."""
-    from biorank.models.encoder import encoder_name
     from biorank.models.prefixes import Prefixes
 
     recorded = Prefixes.from_mapping(record.prefixes)
     return recorded.passage == encoder.prefixes.passage and \
-        record.model == encoder_name(encoder.source, encoder.prefixes.but(query=recorded.query))
+        record.model == encoder.name_with(encoder.prefixes.but(query=recorded.query))
 
 
 def _switch_record(client: OpenSearch, index: str, sentences_index: str | None, encoder: Encoder,

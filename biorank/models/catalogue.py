@@ -76,8 +76,6 @@ from its PyPI package.
 bge-small-en-v1.5 is listed without its optional query instruction (``Represent this sentence for searching
 relevant passages: ``); ``--query-prefix`` adds it."""
 
-BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
-
 
 def fetched(model: NamedModel) -> bool:
     """Whether ``model`` is in the cache already, ready to run without the network."""

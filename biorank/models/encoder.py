@@ -87,7 +87,6 @@ __all__ = [
     "Precision",
     "Stage",
     "auto_precision",
-    "encoder_name",
     "model_identity",
     "model_prefixes",
     "native_bf16",
@@ -171,13 +170,6 @@ def model_identity(name: str) -> str:
     if folder.is_dir():
         return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"
     return name
-
-
-def encoder_name(model: str, prefixes: Prefixes) -> str:
-    """What an index records of an encoder: its weights, and its prefixes where they are not the model's own
-    (other prefixes make other vectors, and queries must be encoded the same way)."""
-    weights = model_identity(model)
-    return weights if prefixes == model_prefixes(model) else f"{weights} with {prefixes.describe()}"
 
 
 def model_prefixes(name: str) -> Prefixes:
@@ -293,7 +285,8 @@ class Encoder:
             raise ValueError(f"{precision} runs in ONNX Runtime on the CPU; use fp32 or bf16 on {device}")
         self._name = model
         self._batch_size = batch_size
-        self._prefixes = model_prefixes(model) if prefixes is None else prefixes
+        self._own_prefixes = model_prefixes(model)
+        self._prefixes = self._own_prefixes if prefixes is None else prefixes
         if precision == "auto":
             # A model that comes as an ONNX graph only runs in ONNX Runtime.
             precision = "onnx" if model in MAVEN_MODELS else auto_precision(stage, device)
@@ -391,8 +384,13 @@ class Encoder:
 
     @cached_property
     def model_name(self) -> str:
-        """What the index records beside the vectors (:func:`encoder_name`)."""
-        return encoder_name(self._name, self._prefixes)
+        """What the index records beside the vectors (:meth:`name_with` its prefixes)."""
+        return self.name_with(self._prefixes)
+
+    def name_with(self, prefixes: Prefixes) -> str:
+        """What an index records of these weights with ``prefixes``: the weights, and the prefixes where they
+        are not the model's own (other prefixes make other vectors, and queries must be encoded the same way)."""
+        return self.weights if prefixes == self._own_prefixes else f"{self.weights} with {prefixes.describe()}"
 
     @property
     def max_seq_length(self) -> int:

@@ -55,6 +55,8 @@ class IndexRecord:
     sentences_index: str | None = None
     documents_index: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    default_lambda: float | None = None
+    """The encoder's λ until one is tuned, where its catalogue entry names one."""
     tuned_lambda: float | None = None
     lambda_tuning: Mapping[str, Any] | None = None
     reranker: str | None = None
@@ -71,6 +73,7 @@ class IndexRecord:
             prefixes=MappingProxyType(dict(meta.get("prefixes") or {})), dimension=meta.get("dimension"),
             block_tokens=meta.get("block_tokens"), sentences_index=meta.get("sentences_index"),
             documents_index=meta.get("documents_index"), settings=MappingProxyType(dict(meta.get("settings", {}))),
+            default_lambda=float(meta["default_lambda"]) if meta.get("default_lambda") else None,
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
             lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
             snippet_weights=meta.get("snippet_weights"), reencoding=meta.get(REENCODING),
@@ -82,7 +85,7 @@ class IndexRecord:
         """The λ hybrid searches use: the tuned one, else the encoder's default, else :data:`DEFAULT_LAMBDA`."""
         if self.tuned_lambda is not None:
             return self.tuned_lambda
-        return float(self.raw.get("default_lambda") or DEFAULT_LAMBDA)
+        return self.default_lambda or DEFAULT_LAMBDA
 
     @property
     def encoder_source(self) -> str:
