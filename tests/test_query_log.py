@@ -31,6 +31,7 @@ def _run(args: list[str], log_index: str, **env: str):
     return CliRunner().invoke(cli, args, env={"BIORANK_QUERY_LOG_INDEX": log_index, **env})
 
 
+@pytest.mark.engines
 def test_a_query_writes_one_record_with_its_parameters_latencies_and_score_parts(
     opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str
 ) -> None:
@@ -68,6 +69,7 @@ def test_a_query_writes_one_record_with_its_parameters_latencies_and_score_parts
     assert table.exit_code == 0 and "query" in table.stdout and shown[0]["id"] in table.stdout, table.output
 
 
+@pytest.mark.engines
 def test_search_logs_every_query_with_its_id_and_its_share_of_the_batch(
     opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str, tmp_path: Path
 ) -> None:
@@ -91,6 +93,7 @@ def test_search_logs_every_query_with_its_id_and_its_share_of_the_batch(
     assert len({r["latency_ms"]["first_stage"] for r in records}) == 1
 
 
+@pytest.mark.engines
 def test_eval_logs_each_system_with_its_own_first_stage(
     opensearch_url: str, opensearch: OpenSearch, sample_index: str, query_log_index: str, tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ def test_plain_names_are_accepted() -> None:
         assert check_index_name(name) == name
 
 
+@pytest.mark.engines
 def test_delete_index_touches_only_the_index_it_names(opensearch_url: str, opensearch: OpenSearch,
                                                       index_name: str) -> None:
     _empty_biorank_index(opensearch, f"{index_name}-a")
@@ -200,8 +201,16 @@ def test_a_bulk_request_refused_as_a_whole_is_split_until_only_the_bad_action_fa
     assert opensearch.count(index=index_name)["count"] == 4
 
 
+@pytest.mark.engines
 def test_os_hybrid_creates_or_changes_no_search_pipeline(opensearch_url: str, opensearch: OpenSearch,
-                                                        sample_index: str) -> None:
+                                                        sample_index: str, neural_search: bool) -> None:
+    if not neural_search:
+        # Without the plugin there is no normalisation processor to put in a pipeline: one line, exit 1.
+        result = _run("--url", opensearch_url, "query", "calcium signalling", "--index", sample_index,
+                      "--mode", "os-hybrid", "--no-log")
+        assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+        assert "neural-search plugin" in result.output and "Traceback" not in result.output
+        return
     # Someone's own pipeline under the name biorank once used for its own: it must stay as it is.
     theirs = {"description": "a user's own pipeline", "phase_results_processors": [{"normalization-processor": {
         "normalization": {"technique": "l2"}, "combination": {"technique": "arithmetic_mean"}}}]}

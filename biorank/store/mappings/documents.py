@@ -53,15 +53,16 @@ class IndexSettings:
             raise ValueError("BM25 needs k1 >= 0 and 0 <= b <= 1")
 
 
-def index_settings(settings: IndexSettings) -> dict:
-    """The ``settings`` part shared by the documents and sentences indices."""
+def index_settings(settings: IndexSettings, similarity: str = "BM25") -> dict:
+    """The ``settings`` part shared by the documents and sentences indices; ``similarity`` is the type that gives
+    BM25 with the (k1 + 1) factor on the cluster at hand (:func:`biorank.store.server.bm25_similarity`)."""
     return {
         "index": {
             "number_of_shards": settings.shards,
             "number_of_replicas": settings.replicas,
             "knn": True,
             # Every text field uses BM25 with the index's k1/b: "default" is the similarity Lucene applies.
-            "similarity": {"default": {"type": "BM25", "k1": settings.k1, "b": settings.b}},
+            "similarity": {"default": {"type": similarity, "k1": settings.k1, "b": settings.b}},
         },
         "analysis": {
             "analyzer": {
@@ -84,10 +85,11 @@ def index_settings(settings: IndexSettings) -> dict:
 def documents_index_body(
     settings: IndexSettings, *, model: str, dimension: int, block_tokens: int, sentences_index: str | None,
     model_source: str | None = None, prefixes: Mapping[str, str] | None = None, default_lambda: float | None = None,
+    similarity: str = "BM25",
 ) -> dict:
     text = {"type": "text", "analyzer": settings.analyzer}
     return {
-        "settings": index_settings(settings),
+        "settings": index_settings(settings, similarity),
         "mappings": {
             "_meta": new_record(
                 settings, kind="documents", model=model, dimension=dimension,

@@ -11,9 +11,10 @@ from biorank.store.mappings.fields import knn_vector
 from biorank.store.record import new_record
 
 
-def sentences_index_body(settings: IndexSettings, *, model: str, dimension: int, documents_index: str) -> dict:
+def sentences_index_body(settings: IndexSettings, *, model: str, dimension: int, documents_index: str,
+                         similarity: str = "BM25") -> dict:
     return {
-        "settings": index_settings(settings),
+        "settings": index_settings(settings, similarity),
         "mappings": {
             "_meta": new_record(settings, kind="sentences", model=model, dimension=dimension,
                           documents_index=documents_index),
