@@ -109,5 +109,5 @@ def find_java(supported: range, engine: str) -> Java:
             f"no Java for the node (seen: {others}); {wanted}: install one (`apt-get install "
             "openjdk-17-jdk-headless` for 2.19.1; a JDK 21 or later, e.g. Temurin, for 3.4.0) or set BIORANK_JAVA_HOME"
         )
-    # SIMD first, then the newest in range.
-    return min(usable, key=lambda j: (not j.simd, -j.major))
+    # SIMD first; then the oldest in range, the one each line was built on (17 for 2.19.1, 21 for 3.4.0).
+    return min(usable, key=lambda j: (not j.simd, j.major))
