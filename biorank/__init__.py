@@ -33,6 +33,7 @@ _EXPORTS = {
     "IndexOptions": "biorank.indexer.indexer",
     "Encoder": "biorank.models.encoder",
     "CrossEncoder": "biorank.models.cross_encoder",
+    "Filters": "biorank.retrieval.filters",
     "Searcher": "biorank.retrieval.searcher",
     "SearchSettings": "biorank.retrieval.searcher",
     "Reranker": "biorank.stages.rerank",
@@ -42,7 +43,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Abstract", "Answer", "BiorankError", "ConnectionSettings", "CrossEncoder", "Encoder", "Hit", "IndexOptions",
+    "Abstract", "Answer", "BiorankError", "ConnectionSettings", "CrossEncoder", "Encoder", "Filters", "Hit",
+    "IndexOptions",
     "Indexer", "Pipeline", "PipelineSettings", "Reranker", "SearchSettings", "Searcher", "Snippet", "SnippetScorer",
     "connect",
 ]
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from biorank.models.cross_encoder import CrossEncoder
     from biorank.models.encoder import Encoder
     from biorank.pipeline import Pipeline, PipelineSettings
+    from biorank.retrieval.filters import Filters
     from biorank.retrieval.searcher import Searcher, SearchSettings
     from biorank.stages.rerank import Reranker
     from biorank.stages.snippets import SnippetScorer

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,7 +135,7 @@ def build_pipelines(systems: Sequence[str], searcher: Searcher, shared: Pipeline
     settings = {name: shared.with_system(name) for name in systems}
     if not settings:
         raise ExperimentError("name at least one system")
-    if any(s.snippets is not None or searcher.with_settings(**asdict(s.search)).needs_encoder
+    if any(s.snippets is not None or searcher.with_search(s.search).needs_encoder
            for s in settings.values()):
         searcher.encoder  # noqa: B018 - loaded once here, every pipeline's searcher shares it
     pipelines: dict[str, Pipeline] = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from biorank.errors import BiorankError
@@ -176,7 +176,7 @@ class Pipeline:
     def __init__(self, settings: PipelineSettings, searcher: Searcher, *,
                  cross_encoder: CrossEncoder | None = None, snippet_weights: SnippetWeights | None = None) -> None:
         self.settings = settings
-        self.searcher = searcher.with_settings(**asdict(settings.search))
+        self.searcher = searcher.with_search(settings.search)
         self.first = FirstStage(self.searcher, explain=settings.explain)
         if settings.rerank and cross_encoder is None:
             cross_encoder = _load_cross_encoder(self.searcher, settings)

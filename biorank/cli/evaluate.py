@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from biorank.cli.main import cli
 from biorank.cli.render import echo, record_progress, stage_progress
 from biorank.config import ConnectionSettings
 from biorank.evaluation.measures import BEIR_MEASURES
+
+if TYPE_CHECKING:
+    from biorank.retrieval.filters import Filters
 
 
 @cli.command("eval")
@@ -38,12 +42,13 @@ from biorank.evaluation.measures import BEIR_MEASURES
 @click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Depth of each run.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
               show_default=True, help="Where runs, table.md, table.json and the plots go.")
+@options.filter_options
 @options.rerank_options
 @options.log_option
 @click.pass_obj
 def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path | None, systems: str,
              run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, measures: str,
-             snippet_gold: Path | None, ap_denominator: str, k: int, out: Path, no_log: bool,
+             snippet_gold: Path | None, ap_denominator: str, k: int, out: Path, filters: Filters, no_log: bool,
              **rerank_options: object) -> None:
     """Run systems over a query set (or read runs) and report every measure side by side.
 
@@ -57,10 +62,12 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
 
     if score_runs != bool(run_paths):
         raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
+    if run_paths and filters:
+        raise click.UsageError("--year, --journal and --mesh filter the systems eval runs, not --runs files")
     experiment = Experiment(
         qrels=qrels_path, queries=queries_path, systems=options.comma_list(systems, "--systems"), split=split,
         measures=options.comma_list(measures, "--measures"), snippet_gold=snippet_gold, ap_denominator=ap_denominator,
-        k=k, out=out, pipeline=options.pipeline_settings(**rerank_options))
+        k=k, out=out, pipeline=options.pipeline_settings(filters=filters, **rerank_options))
     try:
         if not run_paths:
             experiment.query_file()  # a missing query file is a usage error, said before connecting

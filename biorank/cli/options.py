@@ -3,6 +3,7 @@ settings dataclasses and :mod:`biorank.config`, never from literals here: one pl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 
 from biorank.cli.render import echo
 from biorank.config import DEFAULT_INDEX, SEED, ConnectionSettings
+from biorank.retrieval.filters import FilterError, Filters
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -105,6 +107,31 @@ def search_options(command: Callable) -> Callable:
         click.option("--candidates", type=click.IntRange(1, 10_000), default=default(SearchSettings, "candidates"),
                      show_default=True, help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
         precision_option,
+        filter_options,
+    ])
+
+
+def filter_options(command: Callable) -> Callable:
+    """``--year``, ``--journal`` and ``--mesh``, given to the command as one ``filters``
+    (:class:`~biorank.retrieval.filters.Filters`), checked before anything connects."""
+
+    @functools.wraps(command)
+    def with_filters(*args: Any, year: str | None, journal: tuple[str, ...], mesh: tuple[str, ...],
+                     **kwargs: Any) -> Any:
+        try:
+            filters = Filters.parse(year, journal, mesh)
+        except FilterError as e:
+            raise click.UsageError(str(e)) from None
+        return command(*args, filters=filters, **kwargs)
+
+    return apply(with_filters, [
+        click.option("--year", metavar="RANGE", default=None,
+                     help="Only documents published in these years: 2015, 2015-2020, 2015- or -2020."),
+        click.option("--journal", multiple=True, metavar="NAME",
+                     help="Only documents of this journal, its whole name as PubMed gives it (any case); repeat "
+                          "for any of several."),
+        click.option("--mesh", multiple=True, metavar="HEADING",
+                     help="Only documents indexed with this MeSH heading (any case); repeat to require each."),
     ])
 
 
@@ -178,14 +205,17 @@ def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Se
     return found
 
 
-def pipeline_settings(searcher: Searcher | None = None, *, reranker_model: str | None = None,
-                      rerank_depth: int | None = None, rerank_weight: float | None = None,
-                      rerank_precision: str | None = None, **flags: Any) -> PipelineSettings:
-    """The pipeline settings of a command's options over ``searcher``'s first stage; ``flags`` are the other
-    fields (rerank, snippets, ...)."""
+def pipeline_settings(searcher: Searcher | None = None, *, filters: Filters | None = None,
+                      reranker_model: str | None = None, rerank_depth: int | None = None,
+                      rerank_weight: float | None = None, rerank_precision: str | None = None,
+                      **flags: Any) -> PipelineSettings:
+    """The pipeline settings of a command's options over ``searcher``'s first stage (or the default first stage
+    with ``filters``); ``flags`` are the other fields (rerank, snippets, ...)."""
     from biorank.pipeline import PipelineSettings
+    from biorank.retrieval.searcher import SearchSettings
 
-    given = {"search": searcher.settings if searcher else None, "reranker": reranker_model,
+    search = searcher.settings if searcher else SearchSettings(filters=filters) if filters else None
+    given = {"search": search, "reranker": reranker_model,
              "rerank_depth": rerank_depth, "rerank_weight": rerank_weight, "precision": rerank_precision, **flags}
     return PipelineSettings(**{k: v for k, v in given.items() if v is not None})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, explanation_text, hits_table, print_snippets, record_progress
 from biorank.config import ConnectionSettings
+
+if TYPE_CHECKING:
+    from biorank.retrieval.filters import Filters
 
 
 @cli.command()
@@ -53,8 +57,9 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) 
 @options.log_option
 @click.pass_obj
 def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, lam: float | None,
-          fields: str | None, candidates: int, precision: str, k: int, as_json: bool, show_query: bool, explain: bool,
-          rerank: bool, snippets: bool, rescore: bool, no_log: bool, **rerank_options: object) -> None:
+          fields: str | None, candidates: int, precision: str, filters: Filters, k: int, as_json: bool,
+          show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
+          **rerank_options: object) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
     \b
@@ -63,13 +68,14 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
       biorank query "BRCA1 and breast cancer risk" --mode bm25 --fields wordpieces+bigrams
       biorank query "statins in sepsis" --mode hybrid --lambda 0.1 --show-query
       biorank query "vitamin D and tuberculosis" --index scifact --rerank --snippets
+      biorank query "IVF outcomes" --index pubmed --year 2014-2015 --journal "Fertility and sterility"
     """
     import json
 
     from biorank.pipeline import Pipeline
 
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                precision=precision)
+                                precision=precision, filters=filters)
     pipeline = Pipeline(options.pipeline_settings(
         searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
@@ -86,6 +92,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
         parts = [f"λ = {pipeline.searcher.lam:g}"] if "hybrid" in mode else []
         if searcher.needs_encoder:
             parts.append(f"encoder {searcher.record.model}")
+        if filters:
+            parts.append(f"only {filters.describe()}")
         console().print(hits_table(answer.hits, f"{pipeline.name} top {k} in {index_name}" + (
             f" ({'; '.join(parts)})" if parts else "")))
         if answer.snippets is not None:
@@ -105,7 +113,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 @options.log_option
 @click.pass_obj
 def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, mode: str,
-           lam: float | None, fields: str | None, candidates: int, precision: str, k: int, no_log: bool) -> None:
+           lam: float | None, fields: str | None, candidates: int, precision: str, filters: Filters, k: int,
+           no_log: bool) -> None:
     """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
     from biorank.evaluation.runs import write_trec
     from biorank.evaluation.topics import read_queries
@@ -113,7 +122,7 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
 
     queries = read_queries(queries_path)
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                precision=precision)
+                                precision=precision, filters=filters)
     pipeline = Pipeline(options.pipeline_settings(searcher), searcher)
     with record_progress(pipeline.name, len(queries), "queries") as advance:
         answers = pipeline.run(queries, k, progress=advance,

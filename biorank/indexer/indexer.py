@@ -287,11 +287,11 @@ class Indexer:
                     "id": record.id, "block": b.number, "n_blocks": len(doc_blocks), "title": record.title,
                     "passage": b.text, "wordpieces": " ".join(b.wordpieces),
                     "embedding": next(block_vectors).tolist(),
+                    "journal": record.journal, "year": record.year, "mesh": list(record.mesh),
                 }
                 if b.number == 0:
                     source |= {
                         "abstract": record.abstract, "text": f"{record.title}\n{record.abstract}".strip(),
-                        "journal": record.journal, "year": record.year, "mesh": list(record.mesh),
                         "content_hash": hashes[record.id], "n_title_sentences": extent["title"],
                         "n_abstract_sentences": extent["abstract"],
                     }

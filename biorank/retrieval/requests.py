@@ -25,19 +25,21 @@ def hybrid_query(
     *,
     lam: float,
     candidates: dict = MATCH_ALL,
+    filters: Sequence[dict] = (),
     vector_field: str = "embedding",
     shift: float = 1.0,
 ) -> dict:
-    """Scores every entry that ``candidates`` matches with ``lam·BM25 + ⟨q, v⟩ + shift``.
+    """Scores every entry that ``candidates`` and ``filters`` match with ``lam·BM25 + ⟨q, v⟩ + shift``.
 
     ``text_query`` (a ``match`` on the BM25 field, say) only provides ``_score``: as a ``should`` beside a
     ``filter`` it is optional, so an entry without a query term is still scored, with a BM25 of 0. With
     ``match_all`` as the candidates every entry of the index is scored (the exact mode); with an ``ids``
-    filter only those (the approximate mode's union of BM25 and kNN candidates), each still exactly.
+    filter only those (the approximate mode's union of BM25 and kNN candidates), each still exactly; ``filters``
+    (:meth:`~biorank.retrieval.filters.Filters.clauses`) restrict either.
     """
     return {
         "script_score": {
-            "query": {"bool": {"should": [text_query], "filter": [candidates]}},
+            "query": {"bool": {"should": [text_query], "filter": [candidates, *filters]}},
             "script": {
                 "source": HYBRID_SCRIPT,
                 "params": {
@@ -84,26 +86,41 @@ def text_query(fields: str, text: str, pieces: str | None) -> dict:
     return {"match": {fields: text}}
 
 
+def filtered(query: dict, filters: Sequence[dict]) -> dict:
+    """``query`` scoring only the entries every filter clause matches (itself when there are none)."""
+    return {"bool": {"must": [query], "filter": list(filters)}} if filters else query
+
+
+def knn_query(vector: list[float] | None, k: int, filters: Sequence[dict] = ()) -> dict:
+    """The ``k`` nearest blocks; with filters, the nearest among the blocks they match (Lucene filters while
+    it searches the graph, and searches exactly when the filtered set is small), not a filtered top k."""
+    knn: dict = {"vector": vector, "k": k}
+    if filters:
+        knn["filter"] = {"bool": {"filter": list(filters)}}
+    return {"knn": {"embedding": knn}}
+
+
 def search_body(mode: str, fields: str, text: str, vector: list[float] | None, pieces: str | None, size: int, *,
-                lam: float, candidates: dict = MATCH_ALL, explain: bool = False, light: bool = False) -> dict:
+                lam: float, candidates: dict = MATCH_ALL, filters: Sequence[dict] = (), explain: bool = False,
+                light: bool = False) -> dict:
     """One search of a first-stage mode, collapsed on ``id`` so each document is represented by its best block;
-    ``light`` asks for ids only (candidate lists)."""
+    ``filters`` restrict every mode inside OpenSearch; ``light`` asks for ids only (candidate lists)."""
     body: dict = {"size": size, "collapse": {"field": "id"}, "_source": ["id", "title", "block"]}
     if light:
         # Candidate lists need ids and scores only.
         body["_source"] = ["id"]
     if mode == "bm25":
-        body["query"] = text_query(fields, text, pieces)
+        body["query"] = filtered(text_query(fields, text, pieces), filters)
     elif mode == "dense":
         # kNN returns blocks; asking for more than ``size`` leaves enough documents after collapsing.
-        body["query"] = {"knn": {"embedding": {"vector": vector, "k": max(size * 3, 100)}}}
+        body["query"] = knn_query(vector, max(size * 3, 100), filters)
     elif mode == "dense-exact":
-        body["query"] = {"script_score": {"query": candidates, "script": {
+        body["query"] = {"script_score": {"query": filtered(candidates, filters), "script": {
             "source": f"params.shift + ({DENSE_SCRIPT})",
             "params": {"field": "embedding", "query_vector": vector, "shift": SHIFT}}}}
     else:
         body["query"] = hybrid_query(text_query(fields, text, pieces), vector, lam=lam,
-                                     candidates=candidates, shift=SHIFT)
+                                     candidates=candidates, filters=filters, shift=SHIFT)
         body["script_fields"] = {"dense": dense_script_field(vector)}
     if explain:
         body["explain"] = True

@@ -22,12 +22,13 @@ User text reaches the cluster only as ``match`` text and as script ``params``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.retrieval.filters import FilterError, Filters
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
-from biorank.retrieval.requests import MATCH_ALL, SHIFT, search_body, text_query
+from biorank.retrieval.requests import MATCH_ALL, SHIFT, filtered, knn_query, search_body, text_query
 from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, check_record
 from biorank.store.server import server_version
@@ -62,6 +63,8 @@ class SearchSettings:
     combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
     ``hybrid-approx``, ``rrf`` and ``minmax``. ``precision`` is the query encoder's backend
     (:data:`~biorank.models.encoder.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch).
+    ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
+    (:class:`~biorank.retrieval.filters.Filters`).
     """
 
     mode: str = "hybrid"
@@ -70,6 +73,7 @@ class SearchSettings:
     candidates: int = 1000
     rrf_k: int = 60
     precision: str = "auto"
+    filters: Filters = field(default_factory=Filters)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -129,10 +133,14 @@ class Searcher:
         return self._encoder
 
     def with_settings(self, **changes: Any) -> Searcher:
-        """The same index, client and encoder with other settings (a λ grid, another mode)."""
+        """The same index, client and encoder with some settings changed (a λ grid, another mode)."""
+        return self.with_search(replace(self.settings, **changes))
+
+    def with_search(self, settings: SearchSettings) -> Searcher:
+        """The same index, client and encoder searching with ``settings``."""
         clone = Searcher.__new__(Searcher)
         clone.__dict__.update(self.__dict__)
-        clone.settings = replace(self.settings, **changes)
+        clone.settings = settings
         return clone
 
     # Public API ------------------------------------------------------------------------------------------
@@ -172,6 +180,11 @@ class Searcher:
                       vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
         for qid, text in queries.items():
             _check_query(qid, text)
+        if self.settings.filters and not self.record.filterable:
+            # Older builds put the metadata on block 0 only: a filter would silently drop every later block.
+            raise FilterError(f"index {self.index!r} was built before biorank stored year, journal and MeSH on "
+                              f"every block, so it cannot be filtered; rebuild it with `biorank index ... --index "
+                              f"{self.index} --recreate`")
         mode = self.settings.mode
         if mode == "bm25":
             vectors = {}
@@ -223,8 +236,10 @@ class Searcher:
     def _os_hybrid(self, text: str, vector: list[float], pieces: str | None, k: int,
                    sent: list[tuple[str, dict]] | None) -> list[Hit]:
         K = self.settings.candidates
+        # Each part filtered by itself, as every neural-search version accepts (the query's own ``filter`` came later).
+        where = self.settings.filters.clauses()
         body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
-            text_query(self.settings.field_set, text, pieces), {"knn": {"embedding": {"vector": vector, "k": K}}}]}},
+            filtered(text_query(self.settings.field_set, text, pieces), where), knn_query(vector, K, where)]}},
             # A temporary pipeline, part of the request: nothing cluster-wide is created or overwritten.
             "search_pipeline": OS_HYBRID_PIPELINE}
         if sent is not None:
@@ -256,7 +271,8 @@ class Searcher:
     def _body(self, mode: str, text: str, vector: list[float] | None, pieces: str | None, size: int,
               candidates: dict, explain: bool, *, light: bool = False) -> dict:
         return search_body(mode, self.settings.field_set, text, vector, pieces, size, lam=self.lam,
-                           candidates=candidates, explain=explain, light=light)
+                           candidates=candidates, filters=self.settings.filters.clauses(), explain=explain,
+                           light=light)
 
     def _pieces(self, queries: dict[str, str]) -> dict[str, str]:
         if not self.settings.field_set.startswith("wordpieces"):

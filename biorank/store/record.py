@@ -27,7 +27,7 @@ REENCODING = "reencoding"
 """Key present while ``biorank reindex-vectors`` re-encodes the index."""
 BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "default_lambda",
                         "dimension", "settings",
-                        "block_tokens", "sentences_index", "documents_index"})
+                        "block_tokens", "sentences_index", "documents_index", "filterable"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
 TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
 """Values that hold only for the encoder they were tuned with, set aside when the index is re-encoded."""
@@ -52,6 +52,9 @@ class IndexRecord:
     """What the encoder put before queries and passages (``query``, ``passage``); none in older indices."""
     dimension: int | None = None
     block_tokens: int | None = None
+    filterable: bool = False
+    """Whether every block carries its document's year, journal and MeSH (indices built before filters existed
+    have them on block 0 only, so filtering them would drop blocks)."""
     sentences_index: str | None = None
     documents_index: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -71,7 +74,8 @@ class IndexRecord:
             index=index, kind=meta.get("kind", "?"), mapping_version=meta.get("mapping_version"),
             model=meta.get("model"), model_source=meta.get("model_source"),
             prefixes=MappingProxyType(dict(meta.get("prefixes") or {})), dimension=meta.get("dimension"),
-            block_tokens=meta.get("block_tokens"), sentences_index=meta.get("sentences_index"),
+            block_tokens=meta.get("block_tokens"), filterable=bool(meta.get("filterable")),
+            sentences_index=meta.get("sentences_index"),
             documents_index=meta.get("documents_index"), settings=MappingProxyType(dict(meta.get("settings", {}))),
             default_lambda=float(meta["default_lambda"]) if meta.get("default_lambda") else None,
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,

@@ -13,7 +13,9 @@ Fields, and who reads them:
 - ``wordpieces`` (every block): the passage as the encoder's word pieces, whitespace-separated, with a
   ``bigrams`` sub-field of word-piece shingles — the "bigram BM25" of Ma et al.; queries must be tokenised by
   the same encoder, which the index records;
-- ``embedding`` (every block): the passage's unit vector, Lucene HNSW with inner product.
+- ``embedding`` (every block): the passage's unit vector, Lucene HNSW with inner product;
+- ``year``, ``journal``, ``mesh`` (every block): what searches filter on (:mod:`biorank.retrieval.filters`), on
+  every block because a filter selects blocks before they are scored; aggregations count ``block: 0``.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def documents_index_body(
         "mappings": {
             "_meta": new_record(
                 settings, kind="documents", model=model, dimension=dimension,
-                block_tokens=block_tokens, sentences_index=sentences_index, model_source=model_source or model,
+                block_tokens=block_tokens, filterable=True, sentences_index=sentences_index,
+                model_source=model_source or model,
                 prefixes=dict(prefixes or {}), **({"default_lambda": default_lambda} if default_lambda else {}),
             ),
             # Vectors as JSON text would be most of the stored bytes; search reads them from the vector field.
