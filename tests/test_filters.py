@@ -184,6 +184,7 @@ def test_documents_found_through_a_later_block_survive_a_filter(
         assert (found[0].id, found[0].block) == (record.id, 1)
 
 
+@pytest.mark.engines
 def test_a_filter_that_matches_nothing_returns_nothing(opensearch: OpenSearch, medline_index: str,
                                                        default_encoder) -> None:
     searcher = Searcher(opensearch, medline_index, encoder=default_encoder)
@@ -194,6 +195,7 @@ def test_a_filter_that_matches_nothing_returns_nothing(opensearch: OpenSearch, m
         assert nothing == [], mode
 
 
+@pytest.mark.engines
 def test_cli_filters_and_an_index_built_before_filters(opensearch: OpenSearch, opensearch_url: str,
                                                         medline_index: str, medline: dict[str, Abstract]) -> None:
     runner = CliRunner()
