@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -72,3 +73,14 @@ def redact_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+@cache
+def biorank_version() -> str:
+    """The installed biorank's version ("unknown" when it runs from a source tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("biorank")
+    except PackageNotFoundError:
+        return "unknown"

@@ -164,6 +164,21 @@ def sample_index(
 
 
 @pytest.fixture(scope="session")
+def medline_index(opensearch: OpenSearch, shared_data: Path, default_encoder,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """604 real MEDLINE citations of 2007-2016 (baseline file 902), without sentences."""
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.store.indices import delete_indices
+
+    name = f"biorank-test-medline-{uuid.uuid4().hex[:8]}"
+    rejects = tmp_path_factory.mktemp("medline") / "rejects.tsv"
+    Indexer(opensearch, IndexOptions(index=name, sentences=False, rejects=rejects),
+            encoder=default_encoder).run([shared_data / "pubmed" / "medline16n0902.xml.gz"])
+    yield name
+    delete_indices(opensearch, name)
+
+
+@pytest.fixture(scope="session")
 def tiny_reranker(opensearch: OpenSearch, sample_index: str, shared_data: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cross-encoder trained by biorank's trainer for a few steps on SciFact claims over the sample index.

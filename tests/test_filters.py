@@ -4,8 +4,6 @@ filtered hits of every mode are the top k of the filtered set, not a filtered to
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,6 @@ from biorank.retrieval.searcher import MODES, Searcher
 from biorank.store.record import update_record
 from biorank.types import Abstract, Hit
 
-MEDLINE = "pubmed/medline16n0902.xml.gz"
 QUERIES = {
     "ivf": "pregnancy rates after embryo transfer in IVF",
     "cataract": "visual acuity after cataract surgery with intraocular lens",
@@ -93,22 +90,7 @@ def test_eval_keeps_its_filters_in_every_system() -> None:
 
 @pytest.fixture(scope="module")
 def medline(shared_data: Path) -> dict[str, Abstract]:
-    return {r.id: r for r in read_records(shared_data / MEDLINE) if isinstance(r, Abstract)}
-
-
-@pytest.fixture(scope="module")
-def medline_index(opensearch: OpenSearch, shared_data: Path, default_encoder,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """604 real MEDLINE citations of 2007-2016 (baseline file 902), without sentences."""
-    from biorank.indexer.indexer import Indexer, IndexOptions
-    from biorank.store.indices import delete_indices
-
-    name = f"biorank-test-medline-{uuid.uuid4().hex[:8]}"
-    rejects = tmp_path_factory.mktemp("medline") / "rejects.tsv"
-    Indexer(opensearch, IndexOptions(index=name, sentences=False, rejects=rejects),
-            encoder=default_encoder).run([shared_data / MEDLINE])
-    yield name
-    delete_indices(opensearch, name)
+    return {r.id: r for r in read_records(shared_data / "pubmed" / "medline16n0902.xml.gz") if isinstance(r, Abstract)}
 
 
 def passes(record: Abstract, filters: Filters) -> bool:

@@ -71,6 +71,7 @@ from biorank.cli import (  # noqa: E402
     indexing,  # noqa: F401
     inspect,  # noqa: F401
     searching,  # noqa: F401
+    serving,  # noqa: F401
     training,  # noqa: F401
     tuning,  # noqa: F401
 )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
 from biorank.retrieval.fusion import min_max
-from biorank.store.ids import storage_id
+from biorank.store.inspection import first_blocks
 from biorank.types import Answer, Hit
 
 if TYPE_CHECKING:
@@ -141,14 +141,5 @@ def index_reranker(record: IndexRecord) -> str:
 
 def fetch_texts(client: Any, index: str, ids: Sequence[str]) -> dict[str, str]:
     """Title + abstract of each document, read from its first block (which holds the whole document)."""
-    unique = list(dict.fromkeys(ids))
-    texts: dict[str, str] = {}
-    for start in range(0, len(unique), 1000):
-        some = unique[start : start + 1000]
-        response = client.mget(index=index, body={"ids": [storage_id(i) for i in some]},
-                               _source_includes=["title", "abstract"])
-        for doc_id, doc in zip(some, response["docs"], strict=True):
-            if doc.get("found"):
-                source = doc["_source"]
-                texts[doc_id] = document_text(source.get("title", ""), source.get("abstract", ""))
-    return texts
+    sources = first_blocks(client, index, ids, ("title", "abstract"))
+    return {doc_id: document_text(s.get("title", ""), s.get("abstract", "")) for doc_id, s in sources.items()}

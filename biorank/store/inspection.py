@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.store.ids import storage_id
 from biorank.store.indices import list_indices
 from biorank.store.record import IndexRecord, check_record
 
@@ -70,6 +71,20 @@ def _record(client: OpenSearch, index: str) -> IndexRecord:
         return check_record(client, index)
     except NotFoundError:
         raise NotFound(f"no index {index!r}; `biorank indices` lists biorank's indices") from None
+
+
+def first_blocks(client: OpenSearch, index: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict]:
+    """``fields`` of each document's first block (which holds the whole document and its metadata), by id; ids
+    not in the index are left out."""
+    unique = list(dict.fromkeys(ids))
+    found: dict[str, dict] = {}
+    for start in range(0, len(unique), 1000):
+        some = unique[start : start + 1000]
+        response = client.mget(index=index, body={"ids": [storage_id(i) for i in some]},
+                               _source_includes=list(fields))
+        found |= {doc_id: doc["_source"] for doc_id, doc in zip(some, response["docs"], strict=True)
+                  if doc.get("found")}
+    return found
 
 
 def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocument:

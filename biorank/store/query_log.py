@@ -20,10 +20,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from biorank.config import QUERY_LOG_INDEX
+from biorank.config import QUERY_LOG_INDEX, biorank_version
 from biorank.errors import BiorankError
 from biorank.store.failures import reason
 from biorank.store.mappings.query_log import query_log_index_body
@@ -48,16 +47,6 @@ class QueryLogError(BiorankError):
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-@cache
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("biorank")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def hit_parts(hit: Any) -> dict[str, Any]:
@@ -161,7 +150,7 @@ class QueryLog:
         try:
             self._ensure_index()
             action = json.dumps({"index": {"_index": self.index}})
-            extra = {"biorank_version": _version()}
+            extra = {"biorank_version": biorank_version()}
             # Serialised here, compactly, on the writer thread: the client would do it again line by line.
             body = "".join(f"{action}\n{json.dumps(r | extra, ensure_ascii=False, separators=(',', ':'))}\n"
                            for r in records)
