@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field, model_validator
 
@@ -183,6 +184,10 @@ def create_app(service: SearchService) -> FastAPI:
             return _error(request, e.status, str(e))
         return await call_next(request)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> Response:
+        return _error(request, 422, _first_problem(error))
+
     @app.exception_handler(BiorankError)
     async def refused(request: Request, error: BiorankError) -> Response:
         status = error.status if isinstance(error, ServiceError) else 404 if isinstance(error, NotFound) else 400
@@ -255,7 +260,8 @@ def _error(request: Request, status: int, message: str) -> Response:
     return HTMLResponse(render_page({}, None, message), status_code=status)
 
 
-def _first_problem(error: ValueError) -> str:
+def _first_problem(error: Exception) -> str:
+    """The first thing wrong with a request, in one line (pydantic lists them all, with their context)."""
     errors = getattr(error, "errors", None)
     if callable(errors):
         first = errors()[0]
