@@ -101,6 +101,7 @@ class SearchService:
         self.log = QueryLog(client, query_log_index, command="serve", enabled=settings.query_log)
         self._lock = threading.Lock()
         self._searcher = searcher
+        self._cross_encoder: Any = None
         self._pipelines: OrderedDict[tuple, Pipeline] = OrderedDict()
 
     @property
@@ -151,10 +152,11 @@ class SearchService:
         pipeline = self._pipelines.get(key)
         if pipeline is None:
             base = self.searcher
-            shared = next((p.cross_encoder for p in self._pipelines.values() if p.cross_encoder), None)
             settings = replace(self.settings.pipeline, search=replace(base.settings, mode=mode, filters=filters),
                                rerank=rerank, snippets="tuned" if snippets else None, highlight=True)
-            pipeline = Pipeline(settings, base, cross_encoder=shared)
+            # The cross-encoder is loaded by the first pipeline that reranks and shared by every later one.
+            pipeline = Pipeline(settings, base, cross_encoder=self._cross_encoder)
+            self._cross_encoder = self._cross_encoder or pipeline.cross_encoder
             self._pipelines[key] = pipeline
             if len(self._pipelines) > PIPELINES_KEPT:
                 self._pipelines.popitem(last=False)
