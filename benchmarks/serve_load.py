@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,14 +46,10 @@ from pathlib import Path
 
 from machine import cpu_isa
 
+from biorank.cluster.local import free_port
+
 QUERIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "claims_train.jsonl"
 LEVELS = (1, 4, 16)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 import urllib.error
@@ -17,17 +16,12 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
+from biorank.cluster.local import free_port
 from biorank.pipeline import Pipeline, PipelineSettings
 from biorank.retrieval.searcher import Searcher
 from biorank.service.app import MAX_BODY_BYTES, SearchService, ServiceSettings, create_app
 
 CLAIM = "Vitamin B12 deficiency raises homocysteine levels."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -214,7 +214,9 @@ def pipeline_settings(searcher: Searcher | None = None, *, filters: Filters | No
     from biorank.pipeline import PipelineSettings
     from biorank.retrieval.searcher import SearchSettings
 
-    search = searcher.settings if searcher else SearchSettings(filters=filters) if filters else None
+    search = searcher.settings if searcher else None
+    if search is None and filters:
+        search = SearchSettings(filters=filters)
     given = {"search": search, "reranker": reranker_model,
              "rerank_depth": rerank_depth, "rerank_weight": rerank_weight, "precision": rerank_precision, **flags}
     return PipelineSettings(**{k: v for k, v in given.items() if v is not None})

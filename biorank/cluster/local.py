@@ -99,7 +99,8 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nobody listens on now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -441,7 +442,7 @@ class LocalNode:
             return wanted
         if port_is_free(default):
             return default
-        port = _free_port()
+        port = free_port()
         self._echo(f"{what} port {default} is taken; the local node uses {port} instead")
         return port
 

@@ -236,7 +236,7 @@ class Searcher:
     def _os_hybrid(self, text: str, vector: list[float], pieces: str | None, k: int,
                    sent: list[tuple[str, dict]] | None) -> list[Hit]:
         K = self.settings.candidates
-        # Each part filtered by itself, as every neural-search version accepts (the query's own ``filter`` came later).
+        # Each sub-query carries the clauses every other mode sends, so the two lists it fuses are of the filtered set.
         where = self.settings.filters.clauses()
         body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
             filtered(text_query(self.settings.field_set, text, pieces), where), knn_query(vector, K, where)]}},
