@@ -68,7 +68,10 @@ class ConnectionSettings:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without the user and password it may carry (``https://user:pw@host``), for messages."""
+    """``url`` without the user and password it may carry (``https://user:pw@host``), for messages; each of
+    several comma-separated URLs."""
+    if "," in url:
+        return ",".join(redact_url(part) for part in url.split(","))
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url

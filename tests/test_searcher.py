@@ -164,7 +164,9 @@ def test_cli_query_json_and_show_query(opensearch_url: str, sample_index: str) -
                                  "--json", "--show-query"])
     assert result.exit_code == 0, result.output
     request_text, _, hits_text = result.output.partition("\n\n{")
-    assert request_text.startswith(f"GET {sample_index}/_search\n")
+    # What Dev Tools needs to get the same answer: the global BM25 statistics of a sharded index, no partial results.
+    assert request_text.startswith(
+        f"GET {sample_index}/_search?allow_partial_search_results=false&search_type=dfs_query_then_fetch\n")
     body = json.loads(request_text.split("\n", 1)[1])
     assert body["query"]["script_score"]["script"]["source"] == HYBRID_SCRIPT
     hits = [json.loads(line) for line in ("{" + hits_text).splitlines() if line.strip()]
@@ -275,3 +277,33 @@ def test_request_bodies_are_built_offline_with_user_text_only_as_match_text_and_
     assert text_query("wordpieces+bigrams", text, "stat ##ins") == {"bool": {"should": [
         {"match": {"wordpieces": "stat ##ins"}}, {"match": {"wordpieces.bigrams": "stat ##ins"}}]}}
     assert text_query("title+abstract", text, None)["multi_match"]["fields"] == ["title", "abstract"]
+
+
+@pytest.mark.engines
+def test_three_shards_rank_and_score_as_one(opensearch: OpenSearch, sample_index: str, default_encoder: Encoder,
+                                             index_name: str, shared_data: Path) -> None:
+    from biorank.demo import sample_path
+    from biorank.evaluation.topics import read_queries
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.store.mappings.documents import IndexSettings
+
+    options = IndexOptions(index=index_name, sentences=False, settings=IndexSettings(shards=3))
+    Indexer(opensearch, options, encoder=default_encoder).run([sample_path()])
+    assert opensearch.indices.get_settings(index=index_name)[index_name]["settings"]["index"]["number_of_shards"] == "3"
+    queries = dict(list(read_queries(shared_data / "scifact" / "claims_train.jsonl").items())[:25])
+    vectors = {q: row.tolist() for q, row in zip(queries, default_encoder.encode(list(queries.values()), role="query"),
+                                                    strict=True)}
+    # The modes that promise exact scores; dense, rrf and minmax walk each shard's own HNSW graph.
+    for mode in ("bm25", "hybrid", "hybrid-approx", "dense-exact"):
+        one, three = (_searcher(opensearch, index, default_encoder, mode=mode, candidates=100)
+                      .search_many(queries, 10, vectors=vectors) for index in (sample_index, index_name))
+        for q in queries:
+            assert [h.id for h in one[q]] == [h.id for h in three[q]], (mode, q)
+            assert [h.score for h in one[q]] == pytest.approx([h.score for h in three[q]], abs=1e-4), (mode, q)
+
+    # Without the shards' global statistics BM25 differs by shard: the test above could fail.
+    body = {"size": 10, "query": {"match": {"passage": queries[next(iter(queries))]}}}
+    local = opensearch.search(index=index_name, body=body, params={"search_type": "query_then_fetch"})
+    single = opensearch.search(index=sample_index, body=body)
+    assert [h["_score"] for h in local["hits"]["hits"]] != pytest.approx([h["_score"] for h in single["hits"]["hits"]],
+                                                                         abs=1e-4)

@@ -15,14 +15,15 @@ ENGINE_VERSIONS = ("2.19.1", "3.4.0")
 
 @cli.group()
 def cluster() -> None:
-    """Manage the local OpenSearch node (single node, 127.0.0.1, k-NN with the Lucene engine).
+    """Manage the local OpenSearch cluster: one node, or several (--nodes), on 127.0.0.1, with k-NN.
 
     \b
     Engine versions: 2.19.1 (default; with neural-search, so os-hybrid works) or 3.4.0
     (Lucene 10; no neural-search build exists for 3.x). Each keeps its own data.
     Java: 11-21 for 2.19.1, 21-25 for 3.4.0 (BIORANK_JAVA_HOME, JAVA_HOME, PATH, /usr/lib/jvm).
     Files: downloads in ~/.cache/biorank (BIORANK_CACHE); install, data and logs in
-    ~/.local/share/biorank, or /var/lib/biorank for root (BIORANK_HOME).
+    ~/.local/share/biorank, or /var/lib/biorank for root (BIORANK_HOME). A cluster of N
+    nodes keeps its data in cluster-<version>-<N>/ there, apart from the single node's.
     """
 
 
@@ -32,25 +33,37 @@ def cluster() -> None:
 @click.option("--engine-version", type=click.Choice(ENGINE_VERSIONS), envvar="BIORANK_ENGINE_VERSION",
               help="OpenSearch version to run [env: BIORANK_ENGINE_VERSION; default 2.19.1]. Commands that "
                    "start the node themselves start this version when the variable is set.")
-def cluster_start(port: int | None, heap: str | None, engine_version: str | None) -> None:
-    """Download (once), assemble and start the node; waits until it answers."""
+@click.option("--nodes", type=click.IntRange(1, 9), default=None,
+              help="How many nodes [default: as many as the cluster last started here, else 1]. Each runs in "
+                   "its own JVM with --heap; they elect a cluster manager among themselves. Build indices "
+                   "with `index --shards N --replicas 1` to spread them and survive a lost node.")
+def cluster_start(port: int | None, heap: str | None, engine_version: str | None, nodes: int | None) -> None:
+    """Download (once), assemble and start the cluster; waits until every node has joined.
+
+    \b
+    With --port P the nodes listen on P, P+1, ...; without it on 9200, 9201, ... (or free
+    ports where those are taken). When some nodes of a cluster were lost (killed, crashed),
+    `start` restarts just those, on their own ports, and they rejoin.
+    """
     from dataclasses import replace
 
     from biorank.cluster.local import LocalNode, NodeSettings
 
-    settings = NodeSettings(port=port, engine_version=engine_version)
+    settings = NodeSettings(port=port, engine_version=engine_version, nodes=nodes)
     node = LocalNode(replace(settings, heap=heap) if heap else settings, echo=echo)
     status = node.status()
-    if status.running and (engine_version is None or status.engine_version == engine_version):
-        click.echo(f"OpenSearch {status.engine_version} already running at {status.url} "
-                   f"(pid {status.pid}, {status.health})")
+    whole = status.running and len(status.urls) == len(status.members)
+    if whole and (engine_version is None or status.engine_version == engine_version) and \
+            (nodes is None or nodes == len(status.members)):
+        click.echo(f"OpenSearch {status.engine_version} already running at {', '.join(status.urls)} "
+                   f"({status.health})")
         return
     click.echo(node.start())
 
 
 @cluster.command("stop")
 def cluster_stop() -> None:
-    """Stop the node (its data stays)."""
+    """Stop every node (the data stays; the next start has as many nodes)."""
     from biorank.cluster.local import LocalNode
 
     click.echo("stopped" if LocalNode(echo=echo).stop() else "not running")
@@ -58,7 +71,7 @@ def cluster_stop() -> None:
 
 @cluster.command("status")
 def cluster_status() -> None:
-    """Whether the node runs, where, and its health."""
+    """Whether the nodes run, where, the cluster's health and its shards. Exits 3 when none runs."""
     from biorank.cluster.local import LocalNode
 
     node = LocalNode(echo=echo)
@@ -67,7 +80,17 @@ def cluster_status() -> None:
     installed = ", ".join(f"OpenSearch {v}" for v in s.installed)
     click.echo(f"installed: {installed or 'no (biorank cluster start installs it)'}")
     if s.running:
-        click.echo(f"running:   yes, OpenSearch {s.engine_version}, pid {s.pid}, {s.url}, health {s.health}")
+        click.echo(f"running:   yes, OpenSearch {s.engine_version}, {len(s.urls)} of {len(s.members)} node(s), "
+                   f"health {s.health}")
+        for m in s.members:
+            click.echo(f"  {m.name:<14} {m.url:<24} transport {m.transport_port:<6} "
+                       f"{f'pid {m.pid}' if m.running else 'DOWN (`biorank cluster start` restarts it)'}")
+        if s.shards:
+            c = s.shards
+            click.echo(f"shards:    {c.get('active_shards', 0)} active ({c.get('active_primary_shards', 0)} primary), "
+                       f"{c.get('initializing_shards', 0)} initializing, {c.get('relocating_shards', 0)} relocating, "
+                       f"{c.get('unassigned_shards', 0)} unassigned; {c.get('number_of_nodes', '?')} node(s) "
+                       "in the cluster")
         click.echo(f"java:      {s.java or 'unknown (started by an older biorank)'}")
         click.echo(f"vector SIMD: {s.vector_simd or 'unknown (started by an older biorank)'}")
     else:
@@ -79,9 +102,10 @@ def cluster_status() -> None:
 @click.option("-n", "--lines", type=click.IntRange(1), default=50, show_default=True,
               help="How many of the last lines.")
 @click.option("--console", is_flag=True, help="The JVM's console output (start-up errors) instead of the log.")
-def cluster_logs(lines: int, console: bool) -> None:
-    """The last lines of the node's log."""
+@click.option("--node", "number", type=click.IntRange(1), default=1, show_default=True,
+              help="Which node of a cluster of several.")
+def cluster_logs(lines: int, console: bool, number: int) -> None:
+    """The last lines of a node's log."""
     from biorank.cluster.local import LocalNode
 
-    node = LocalNode(echo=echo)
-    click.echo(node.log_tail(lines, node.console_log if console else None))
+    click.echo(LocalNode(echo=echo).log_tail(lines, number, console=console))

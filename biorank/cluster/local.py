@@ -1,10 +1,14 @@
-"""biorank's embedded default: a real single-node OpenSearch with k-NN, assembled from Maven Central.
+"""biorank's embedded default: a real OpenSearch with k-NN, assembled from Maven Central, of one node or several.
 
-The node binds 127.0.0.1 only (which also keeps OpenSearch's production bootstrap checks off), keeps its
-install, data and logs under one home directory, and outlives the command that started it: ``stop`` ends it.
-OpenSearch refuses to run as root, so a root caller gets the node run as an unprivileged system user.
+The nodes bind 127.0.0.1 only (which also keeps OpenSearch's production bootstrap checks off), keep their
+install, data and logs under one home directory, and outlive the command that started them: ``stop`` ends them.
+OpenSearch refuses to run as root, so a root caller gets the nodes run as an unprivileged system user.
 Each engine version (:data:`artifacts.ENGINES`) has its own install and data under that home, since an index
-written by a newer Lucene cannot be opened by an older one; one node runs at a time.
+written by a newer Lucene cannot be opened by an older one; one cluster runs at a time.
+
+A cluster of N > 1 nodes shares the one install; each node has its own configuration directory
+(``OPENSEARCH_PATH_CONF``), data, logs and ports, and they find each other through their transport ports on
+loopback. Its data is its own (``cluster-<version>-<N>/``): the single node's indices are not moved into it.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit
 
 from biorank.cluster import artifacts, security
 from biorank.cluster.java import VECTOR_MODULE, Java, find_java
@@ -67,6 +73,8 @@ class NodeSettings:
     """With the security plugin: HTTPS, basic auth, an admin and a read-only user (see :mod:`.security`)."""
     engine_version: str | None = None
     """An OpenSearch version of :data:`artifacts.ENGINES`; None: ``BIORANK_ENGINE_VERSION``, else the default."""
+    nodes: int | None = None
+    """How many nodes; None: as many as the cluster last started here had (1 if none). ``heap`` is per node."""
 
     @property
     def engine(self) -> artifacts.Engine:
@@ -86,6 +94,26 @@ class NodeStatus:
     java: str | None = None
     vector_simd: str | None = None
     """Whether Lucene scores vectors with SIMD: "on (…)" or "off (…)", with the node's own words where it said."""
+    members: tuple[Member, ...] = ()
+    """Every node of the cluster, running or not (one for the single node)."""
+    shards: dict | None = None
+    """The cluster's health counts (nodes, active, primary, relocating, initializing, unassigned shards)."""
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The HTTP addresses of the nodes that run: a client given them all fails over among them."""
+        return tuple(m.url for m in self.members if m.running)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One node of the local cluster."""
+
+    name: str
+    url: str
+    transport_port: int
+    pid: int | None
+    running: bool
 
 
 def port_is_free(port: int) -> bool:
@@ -190,10 +218,20 @@ class LocalNode:
         return self.settings.home / f"opensearch-{self.engine.version}"
 
     @property
+    def size(self) -> int:
+        """How many nodes the cluster has: the settings' count, else that of the cluster last started here."""
+        return self.settings.nodes or len(self._state().get("members", ())) or 1
+
+    @property
     def data_dir(self) -> Path:
+        """The single node's data (a cluster's nodes keep theirs under :meth:`member_dir`)."""
         # 2.19.1's data keeps the name it had when it was the only engine, so existing indices stay.
         version = self.engine.version
         return self.settings.home / ("data" if version == "2.19.1" else f"data-{version}")
+
+    def member_dir(self, number: int) -> Path:
+        """Node ``number``'s configuration and data in a cluster of several nodes."""
+        return self.settings.home / f"cluster-{self.engine.version}-{self.size}" / f"node-{number}"
 
     @property
     def logs_dir(self) -> Path:
@@ -201,19 +239,15 @@ class LocalNode:
 
     @property
     def server_log(self) -> Path:
-        return self.logs_dir / f"{self.settings.cluster_name}.log"
+        return self.log_path(1)
 
     @property
     def console_log(self) -> Path:
-        return self.logs_dir / "console.log"
+        return self.log_path(1, console=True)
 
     @property
     def _run_dir(self) -> Path:
         return self.settings.home / "run"
-
-    @property
-    def pid_file(self) -> Path:
-        return self._run_dir / "opensearch.pid"
 
     @property
     def _state_file(self) -> Path:
@@ -300,108 +334,170 @@ class LocalNode:
 
     # Start / stop --------------------------------------------------------------------------------------
     def start(self) -> str:
-        """Start the node unless it runs already; return its URL once it is yellow or green."""
+        """Start every node of the cluster that does not run (all of them, or the ones that were lost); return
+        the first node's URL once all have joined and the cluster is yellow or green."""
         with self._lock():
-            status = self.status()
-            if status.running and status.url:
-                if self.settings.engine_version and status.engine_version != self.engine.version:
+            state = self._state()
+            members = self._members(state)
+            running = [m for m in members if m.running]
+            if running:
+                version = state.get("engine", "2.19.1")
+                if self.settings.engine_version and version != self.engine.version:
                     raise NodeStartError(
-                        f"OpenSearch {status.engine_version} runs at {status.url}; stop it first "
+                        f"OpenSearch {version} runs at {running[0].url}; stop it first "
                         f"(`biorank cluster stop`) to start {self.engine.version}"
                     )
-                return status.url
+                if self.settings.nodes and self.settings.nodes != len(members):
+                    raise NodeStartError(
+                        f"a cluster of {len(members)} node(s) runs at {running[0].url}; stop it first "
+                        f"(`biorank cluster stop`) to start {self.settings.nodes}"
+                    )
+                if len(running) == len(members):
+                    return running[0].url
+            if self.settings.secure and self.size > 1:
+                raise NodeStartError("a secured local cluster has one node; use --nodes 1")
             engine = self.engine
             java = find_java(engine.java, engine.version)
             self.install()
-            http_port = self._choose_port(self.settings.port, DEFAULT_HTTP_PORT, "HTTP")
-            transport_port = self._choose_port(None, DEFAULT_TRANSPORT_PORT, "transport")
-            self._configure(http_port, transport_port, java)
+            if running:
+                # Lost nodes come back on their own ports: the others know them by their transport port.
+                ports = [(urlsplit(m.url).port or DEFAULT_HTTP_PORT, m.transport_port) for m in members]
+                todo = [n for n, m in enumerate(members, 1) if not m.running]
+                for n in todo:
+                    self._check_port_free(ports[n - 1][0], f"node-{n}'s HTTP")
+                    self._check_port_free(ports[n - 1][1], f"node-{n}'s transport")
+            else:
+                ports = self._choose_ports(self.size)
+                todo = list(range(1, self.size + 1))
+            for n in todo:
+                self._configure(n, ports, java)
             run_as = self._service_user()
             java_home = self._reachable_java(java, run_as)
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "JAVA_HOME": str(java_home),
-                "OPENSEARCH_JAVA_HOME": str(java_home),
-                "LANG": "C.UTF-8",
-            }
+            scheme = "https" if self.settings.secure else "http"
+            urls = [f"{scheme}://127.0.0.1:{http}" for http, _ in ports]
             started = time.monotonic()
-            with self.console_log.open("ab") as console:
-                console_start = console.tell()
-                proc = subprocess.Popen(
-                    [str(self.install_dir / "bin" / "opensearch"), "-p", str(self.pid_file)],
-                    cwd=self.install_dir, env=env, stdin=subprocess.DEVNULL, stdout=console,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                    **({"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []} if run_as else {}),
-                )
-            url = f"{'https' if self.settings.secure else 'http'}://127.0.0.1:{http_port}"
-            self._state_file.write_text(json.dumps({
-                "pid": proc.pid, "url": url, "engine": engine.version, "java": str(java.home),
-                "java_major": java.major,
-            }))
-            self._wait_until_up(proc, url)
-            with self.console_log.open("rb") as console:
+            procs, console_start = {}, 0
+            for n in todo:
+                with self.log_path(n, console=True).open("ab") as console:
+                    console_start = console_start or console.tell()
+                    procs[n] = self._launch(n, java_home, run_as, console)
+            pids = {n: m.pid for n, m in enumerate(members, 1) if m.running} | {n: p.pid for n, p in procs.items()}
+            self._write_state(engine.version, java, urls, ports, pids)
+            self._wait_until_up(procs, urls[todo[0] - 1], len(ports))
+            with self.log_path(todo[0], console=True).open("rb") as console:
                 console.seek(console_start)
                 simd = vector_simd(java, console.read().decode("utf-8", "replace"))
             self._state_file.write_text(json.dumps(self._state() | {"vector_simd": simd}))
-            self._echo(f"OpenSearch {engine.version} is up at {url} (Java {java.major}, vector SIMD "
+            what = f"OpenSearch {engine.version}" + (f", {len(todo)} of {len(ports)} nodes," if len(ports) > 1 else "")
+            self._echo(f"{what} is up at {', '.join(urls[n - 1] for n in todo)} (Java {java.major}, vector SIMD "
                        f"{simd}, {time.monotonic() - started:.1f} s)")
-            return url
+            return urls[0]
 
-    def _wait_until_up(self, proc: subprocess.Popen, url: str) -> None:
-        deadline = time.monotonic() + self.settings.start_timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise NodeStartError(
-                    f"OpenSearch exited with code {proc.returncode} while starting; last log lines "
-                    f"({self.console_log}):\n{self.log_tail(25, self.console_log)}"
-                )
-            health = _http_json(f"{url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5,
-                                users=self.credentials)
-            if health and health.get("status") in ("yellow", "green"):
-                return
-            time.sleep(0.5)
-        self.stop()
-        raise NodeStartError(
-            f"OpenSearch did not answer at {url} within {self.settings.start_timeout:.0f} s; last log lines "
-            f"({self.console_log}):\n{self.log_tail(25, self.console_log)}"
+    def _launch(self, number: int, java_home: Path, run_as: pwd.struct_passwd | None,
+                console: BinaryIO) -> subprocess.Popen:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "JAVA_HOME": str(java_home),
+            "OPENSEARCH_JAVA_HOME": str(java_home),
+            "OPENSEARCH_PATH_CONF": str(self._config_dir(number)),
+            "LANG": "C.UTF-8",
+        }
+        pid_file = self._run_dir / ("opensearch.pid" if self.size == 1 else f"opensearch-node-{number}.pid")
+        return subprocess.Popen(
+            [str(self.install_dir / "bin" / "opensearch"), "-p", str(pid_file)],
+            cwd=self.install_dir, env=env, stdin=subprocess.DEVNULL, stdout=console,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            **({"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []} if run_as else {}),
         )
 
+    def _write_state(self, version: str, java: Java, urls: list[str], ports: list[tuple[int, int]],
+                     pids: dict[int, int]) -> None:
+        members = [{"name": self._node_name(n, len(urls)), "url": url, "transport": ports[n - 1][1],
+                    "pid": pids.get(n)} for n, url in enumerate(urls, 1)]
+        self._state_file.write_text(json.dumps({
+            "engine": version, "java": str(java.home), "java_major": java.major, "members": members,
+        }))
+
+    def _wait_until_up(self, procs: dict[int, subprocess.Popen], url: str, size: int) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout
+        while time.monotonic() < deadline:
+            for n, proc in procs.items():
+                if proc.poll() is not None:
+                    console = self.log_path(n, console=True)
+                    self._kill(procs.values())
+                    raise NodeStartError(
+                        f"OpenSearch{f' node-{n}' if size > 1 else ''} exited with code {proc.returncode} while "
+                        f"starting; last log lines ({console}):\n{self.log_tail(25, n, console=True)}"
+                    )
+            health = _http_json(f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={size}&timeout=1s",
+                                timeout=5, users=self.credentials)
+            if health and health.get("status") in ("yellow", "green") and health.get("number_of_nodes", 0) >= size:
+                return
+            time.sleep(0.5)
+        self._kill(procs.values())
+        raise NodeStartError(
+            f"OpenSearch did not answer at {url} with {size} node(s) within {self.settings.start_timeout:.0f} s; "
+            f"last log lines ({self.log_path(1, console=True)}):\n{self.log_tail(25, console=True)}"
+        )
+
+    @staticmethod
+    def _kill(procs: Iterable[subprocess.Popen]) -> None:
+        # Only the nodes this start launched: nodes that were running stay up.
+        for proc in procs:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait(10)
+
     def stop(self, timeout: float = 60.0) -> bool:
-        """Stop the node; True if one was running."""
-        pid = self._running_pid()
-        if pid is None:
+        """Stop every node of the cluster; True if one was running. The cluster's size is kept for the next start."""
+        state = self._state()
+        pids = [m.pid for m in self._members(state) if m.running and m.pid]
+        if not pids:
             return False
-        os.kill(pid, signal.SIGTERM)
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._pid_alive(pid):
+        while time.monotonic() < deadline and any(self._pid_alive(pid) for pid in pids):
             time.sleep(0.2)
-        if self._pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            # Reap it when this very process started it (tests do), so no zombie keeps the pid "alive".
-            os.waitpid(pid, os.WNOHANG)
-        self._state_file.unlink(missing_ok=True)
+        for pid in pids:
+            if self._pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                # Reap it when this very process started it (tests do), so no zombie keeps the pid "alive".
+                os.waitpid(pid, os.WNOHANG)
+        for member in state.get("members", ()):
+            member["pid"] = None
+        self._state_file.write_text(json.dumps({k: v for k, v in state.items() if k != "pid"}))
         return True
 
     def status(self) -> NodeStatus:
         state = self._state()
-        pid = self._running_pid()
-        url = state.get("url") if pid else None
-        health = None
-        if url:
-            answer = _http_json(f"{url}/_cluster/health", timeout=5, users=self.credentials)
-            health = answer.get("status") if answer else "not answering"
+        members = self._members(state)
         installed = tuple(v for v in artifacts.ENGINES
                           if (self.settings.home / f"opensearch-{v}" / ".biorank-assembled").is_file())
-        if not pid:
-            return NodeStatus(installed, False, None, None, None)
+        running = [m for m in members if m.running]
+        if not running:
+            return NodeStatus(installed, False, None, None, None, members=members)
+        answer = None
+        for member in running:
+            answer = _http_json(f"{member.url}/_cluster/health", timeout=5, users=self.credentials)
+            if answer:
+                break
+        health = answer.get("status") if answer else "not answering"
+        counts = {k: v for k, v in (answer or {}).items() if k.startswith(("number_of_", "active_"))
+                  or k.endswith("_shards")}
         java = f"Java {state['java_major']} at {state['java']}" if "java_major" in state else None
         # A node started by a biorank before engine versions existed is 2.19.1, the only one there was.
-        return NodeStatus(installed, True, pid, url, health, state.get("engine", "2.19.1"), java,
-                          state.get("vector_simd"))
+        return NodeStatus(installed, True, running[0].pid, running[0].url, health, state.get("engine", "2.19.1"),
+                          java, state.get("vector_simd"), members, counts or None)
 
-    def log_tail(self, lines: int = 50, path: Path | None = None) -> str:
-        path = path or self.server_log
+    def log_path(self, number: int = 1, *, console: bool = False) -> Path:
+        """Node ``number``'s log, or its JVM's console output (start-up errors)."""
+        folder = self.logs_dir if self.size == 1 else self.logs_dir / f"node-{number}"
+        return folder / ("console.log" if console else f"{self.settings.cluster_name}.log")
+
+    def log_tail(self, lines: int = 50, number: int = 1, *, console: bool = False) -> str:
+        path = self.log_path(number, console=console)
         if not path.is_file():
             return f"(no log yet at {path})"
         with path.open("rb") as f:
@@ -417,9 +513,13 @@ class LocalNode:
         except (OSError, ValueError):
             return {}
 
-    def _running_pid(self) -> int | None:
-        pid = self._state().get("pid")
-        return pid if isinstance(pid, int) and self._pid_alive(pid) else None
+    def _members(self, state: dict) -> tuple[Member, ...]:
+        raw = state.get("members")
+        if raw is None and "pid" in state:  # the state file of a biorank from before clusters of several nodes
+            raw = [{"name": "biorank-local", "url": state.get("url"), "transport": DEFAULT_TRANSPORT_PORT,
+                    "pid": state["pid"]}]
+        return tuple(Member(m["name"], m["url"], m["transport"], m.get("pid"),
+                            isinstance(m.get("pid"), int) and self._pid_alive(m["pid"])) for m in raw or ())
 
     @staticmethod
     def _pid_alive(pid: int) -> bool:
@@ -432,46 +532,78 @@ class LocalNode:
         zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
         return not zombie and b"org.opensearch.bootstrap.OpenSearch" in cmdline
 
-    def _choose_port(self, wanted: int | None, default: int, what: str) -> int:
-        if wanted is not None:
-            if not port_is_free(wanted):
-                raise NodeStartError(
-                    f"{what} port {wanted} on 127.0.0.1 is taken by another process; choose another with "
-                    "--port or stop that process"
-                )
-            return wanted
+    def _choose_ports(self, size: int) -> list[tuple[int, int]]:
+        """(HTTP, transport) port of each node: ``--port`` and the ports after it, else 9200/9300 and after."""
+        wanted = self.settings.port
+        ports = []
+        for n in range(size):
+            what = "" if size == 1 else f"node-{n + 1}'s "
+            if wanted is not None:
+                http = self._check_port_free(wanted + n, f"{what}HTTP", "choose another with --port or ")
+            else:
+                http = self._default_or_free(DEFAULT_HTTP_PORT + n, f"{what}HTTP")
+            ports.append((http, self._default_or_free(DEFAULT_TRANSPORT_PORT + n, f"{what}transport")))
+        return ports
+
+    @staticmethod
+    def _check_port_free(port: int, what: str, advice: str = "") -> int:
+        if not port_is_free(port):
+            raise NodeStartError(f"{what} port {port} on 127.0.0.1 is taken by another process; {advice}stop "
+                                 "that process")
+        return port
+
+    def _default_or_free(self, default: int, what: str) -> int:
         if port_is_free(default):
             return default
         port = free_port()
         self._echo(f"{what} port {default} is taken; the local node uses {port} instead")
         return port
 
-    def _configure(self, http_port: int, transport_port: int, java: Java) -> None:
-        for d in (self.data_dir, self.logs_dir, self._run_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        s = self.settings
-        (self.install_dir / "config" / "opensearch.yml").write_text(
-            f"cluster.name: {s.cluster_name}\n"
-            "node.name: biorank-local\n"
-            "network.host: 127.0.0.1\n"
-            f"http.port: {http_port}\n"
-            f"transport.port: {transport_port}\n"
-            "discovery.type: single-node\n"
-            f"path.data: {self.data_dir.resolve()}\n"
-            f"path.logs: {self.logs_dir.resolve()}\n"
-            # A laptop's nearly full disk must not turn every index read-only.
-            "cluster.routing.allocation.disk.threshold_enabled: false\n"
-            + (security.configure_security(self.install_dir / "config", self.settings.home) if s.secure else "")
-        )
-        (self.install_dir / "config" / "jvm.options.d" / "biorank-heap.options").write_text(
-            f"-Xms{s.heap}\n-Xmx{s.heap}\n"
-        )
+    @staticmethod
+    def _node_name(number: int, size: int) -> str:
+        return "biorank-local" if size == 1 else f"node-{number}"
+
+    def _config_dir(self, number: int) -> Path:
+        return self.install_dir / "config" if self.size == 1 else self.member_dir(number) / "config"
+
+    def _configure(self, number: int, ports: list[tuple[int, int]], java: Java) -> None:
+        """Write node ``number``'s configuration for a cluster whose nodes listen on ``ports``."""
         config = self.install_dir / "config"
         pristine = config / _PRISTINE_JVM_OPTIONS
         if not pristine.is_file():
             # Kept once, before biorank first fits the distribution's options to a Java.
             shutil.copyfile(config / "jvm.options", pristine)
         (config / "jvm.options").write_text(jvm_options_for(java, pristine.read_text()))
+        size = len(ports)
+        if size == 1:
+            data, discovery = self.data_dir, "discovery.type: single-node\n"
+        else:
+            shutil.copytree(config, self._config_dir(number), dirs_exist_ok=True)
+            data = self.member_dir(number) / "data"
+            seeds = ", ".join(f'"127.0.0.1:{transport}"' for _, transport in ports)
+            managers = ", ".join(f'"{self._node_name(n, size)}"' for n in range(1, size + 1))
+            # The initial list matters only for the cluster's first election; later starts find the cluster.
+            discovery = f"discovery.seed_hosts: [{seeds}]\ncluster.initial_cluster_manager_nodes: [{managers}]\n"
+        logs = self.log_path(number).parent
+        for d in (data, logs, self._run_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        s = self.settings
+        http_port, transport_port = ports[number - 1]
+        target = self._config_dir(number)
+        (target / "opensearch.yml").write_text(
+            f"cluster.name: {s.cluster_name}\n"
+            f"node.name: {self._node_name(number, size)}\n"
+            "network.host: 127.0.0.1\n"
+            f"http.port: {http_port}\n"
+            f"transport.port: {transport_port}\n"
+            + discovery +
+            f"path.data: {data.resolve()}\n"
+            f"path.logs: {logs.resolve()}\n"
+            # A laptop's nearly full disk must not turn every index read-only.
+            "cluster.routing.allocation.disk.threshold_enabled: false\n"
+            + (security.configure_security(target, self.settings.home) if s.secure else "")
+        )
+        (target / "jvm.options.d" / "biorank-heap.options").write_text(f"-Xms{s.heap}\n-Xmx{s.heap}\n")
 
     def _reachable_java(self, java: Java, run_as: pwd.struct_passwd | None) -> Path:
         """``java.home``, or a copy in the node's home where the service user cannot enter it (a JDK installed

@@ -21,6 +21,8 @@ User text reaches the cluster only as ``match`` text and as script ``params``.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -200,7 +202,7 @@ class Searcher:
         if mode in ("bm25", "dense", "dense-exact", "hybrid"):
             bodies = {q: self._body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
                       for q in queries}
-            answers = self._msearch(bodies, sent)
+            answers = self._msearch(bodies, sent, lambda _: mode in ("bm25", "hybrid"))
             return {q: self._hits(answers[q], mode) for q in queries}
 
         K = self.settings.candidates
@@ -212,7 +214,7 @@ class Searcher:
                                                   light=True)
             first[(q, "dense")] = self._body("dense", queries[q], vectors[q], None, K, MATCH_ALL, False,
                                                    light=True)
-        answers = self._msearch(first, sent)
+        answers = self._msearch(first, sent, lambda key: key[1] == "bm25")
         if mode == "hybrid-approx":
             bodies = {}
             for q in queries:
@@ -223,7 +225,7 @@ class Searcher:
                 candidates = {"terms": {"id": docs}}
                 bodies[q] = self._body("hybrid", queries[q], vectors[q], pieces.get(q), k, candidates,
                                              explain)
-            final = self._msearch(bodies, sent)
+            final = self._msearch(bodies, sent, lambda _: True)
             return {q: self._hits(final[q], "hybrid") for q in queries}
         fuse = rrf_fusion if mode == "rrf" else minmax_fusion
         results = {}
@@ -242,15 +244,17 @@ class Searcher:
             filtered(text_query(self.settings.field_set, text, pieces), where), knn_query(vector, K, where)]}},
             # A temporary pipeline, part of the request: nothing cluster-wide is created or overwritten.
             "search_pipeline": OS_HYBRID_PIPELINE}
+        options = search_options(text_scored=True)
         if sent is not None:
-            sent.append((f"GET {self.index}/_search", body))
-        from opensearchpy.exceptions import RequestError
+            sent.append((f"GET {self.index}/_search?{_query_string(options)}", body))
+        from opensearchpy.exceptions import RequestError, TransportError
 
         try:
-            response = self.client.search(index=self.index, body=body)
-        except RequestError as e:
-            if "hybrid" not in str(e.info) and "normalization" not in str(e.info):
-                raise
+            response = self.client.search(index=self.index, body=body, params=_as_params(options))
+        except TransportError as e:
+            if not isinstance(e, RequestError) or ("hybrid" not in str(e.info) and "normalization" not in str(e.info)):
+                error = e.info.get("error", e.error) if isinstance(e.info, dict) else e.error
+                raise BiorankError(refusal(self.settings.mode, self.index, error)) from None
             reason = e.info.get("error", {}).get("reason", "") if isinstance(e.info, dict) else e.info
             version = server_version(self.client)
             if version and int(version.split(".")[0]) >= 3:
@@ -280,25 +284,69 @@ class Searcher:
         tokenized = self.encoder.tokenize_batch(list(queries.values()))
         return {q: " ".join(p) for q, p in zip(queries, tokenized, strict=True)}
 
-    def _msearch(self, bodies: Mapping[Any, dict], sent: list[dict] | None) -> dict[Any, dict]:
+    def _msearch(self, bodies: Mapping[Any, dict], sent: list[dict] | None,
+                 text_scored: Callable[[Any], bool]) -> dict[Any, dict]:
+        """Answers of ``bodies`` in one ``_msearch``; ``text_scored(key)`` says whether that body scores by BM25."""
         keys = list(bodies)
-        if sent is not None:
-            sent.extend((f"GET {self.index}/_search", bodies[key]) for key in keys)
         lines: list[dict] = []
         for key in keys:
-            lines += [{"index": self.index}, bodies[key]]
+            options = search_options(text_scored(key))
+            lines += [{"index": self.index, **options}, bodies[key]]
+            if sent is not None:
+                sent.append((f"GET {self.index}/_search?{_query_string(options)}", bodies[key]))
         responses = self.client.msearch(body=lines)["responses"]
         answers = {}
         for key, response in zip(keys, responses, strict=True):
             if "error" in response:
-                error = response["error"]
-                reason = error.get("root_cause", [error])[0].get("reason", error) if isinstance(error, dict) else error
-                raise BiorankError(f"OpenSearch refused the {self.settings.mode} query on {self.index!r}: {reason}")
+                raise BiorankError(refusal(self.settings.mode, self.index, response["error"]))
             answers[key] = response
         return answers
 
     def _hits(self, response: dict, mode: str) -> list[Hit]:
         return list(_parse_hits(response["hits"]["hits"], mode, self.lam))
+
+
+def search_options(text_scored: bool) -> dict[str, Any]:
+    """How a search runs on a cluster of many shards, beside its body.
+
+    BM25 weighs a term by its document frequency, which each shard counts among its own blocks: over several
+    shards the same block would score differently by where it lives, and the hybrid's λ·BM25 with it. A
+    ``dfs_query_then_fetch`` search first gathers the statistics of every shard, so scores are those of one
+    shard (OpenSearch skips that round when there is one shard). Partial results are refused: a lost shard
+    must be an error, not a silently shorter ranking.
+    """
+    options: dict[str, Any] = {"allow_partial_search_results": False}
+    if text_scored:
+        options["search_type"] = "dfs_query_then_fetch"
+    return options
+
+
+def _as_params(options: Mapping[str, Any]) -> dict[str, str]:
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+
+
+def _query_string(options: Mapping[str, Any]) -> str:
+    return "&".join(f"{k}={v}" for k, v in _as_params(options).items())
+
+
+_LOST_NODE = ("no_shard_available_action_exception", "node_not_connected_exception", "node_disconnected_exception",
+              "connect_transport_exception")
+"""Shard failures that mean a node holding a shard copy is gone, not that the query is wrong."""
+
+
+def refusal(mode: str, index: str, error: Any) -> str:
+    """One line for an error OpenSearch answered a search with; shards without a live copy are named."""
+    if not isinstance(error, dict):
+        return f"OpenSearch refused the {mode} query on {index!r}: {error}"
+    causes = [*error.get("root_cause", []), error.get("caused_by") or {}, error]
+    reason = next((c["reason"] for c in causes if c.get("reason")), error.get("type", "unknown error"))
+    missing = re.search(r"missing shards (\[.*\])\. ", json.dumps(error))
+    if missing or any(c.get("type") in _LOST_NODE for c in causes):
+        where = f"shards {missing.group(1)} have" if missing else "a shard has"
+        return (f"index {index!r} cannot be searched in full: {where} no live copy (a node holding them is down "
+                f"and they have no replica); restart the node (`biorank cluster start` restarts lost local "
+                f"nodes) or build the index with --replicas 1 so that a lost node costs no answers")
+    return f"OpenSearch refused the {mode} query on {index!r}: {reason}"
 
 
 def encode_queries(encoder: Encoder, queries: Mapping[str, str]) -> dict[str, list[float]]:

@@ -13,11 +13,17 @@ if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 
-def make_client(settings: ConnectionSettings, url: str) -> OpenSearch:
+def split_urls(url: str) -> list[str]:
+    """The nodes of ``--url``/``BIORANK_URL``: one URL, or several separated by commas."""
+    return [u.strip() for u in url.split(",") if u.strip()]
+
+
+def make_client(settings: ConnectionSettings, urls: list[str]) -> OpenSearch:
+    """A client of every node in ``urls``: a request that meets a dead node is retried on the next one."""
     from opensearchpy import OpenSearch
 
     options: dict = {
-        "hosts": [url],
+        "hosts": urls,
         "timeout": settings.timeout,
         "verify_certs": settings.verify,
         "ssl_show_warn": settings.verify,
@@ -41,30 +47,32 @@ def connect(
 ) -> OpenSearch:
     """A client that has answered once, so a down cluster fails here with one clear message.
 
-    ``settings`` may be a URL; credentials and TLS options then come from the environment (``BIORANK_USER``,
-    ...). With no URL configured this is the local node: it is started when it is not running (and
-    ``start_local`` allows), which is said on ``echo``.
+    ``settings`` may be a URL, or several separated by commas (nodes of one cluster, among which requests fail
+    over); credentials and TLS options then come from the environment (``BIORANK_USER``, ...). With no URL
+    configured this is the local cluster, every running node of it: it is started when it is not running (and
+    ``start_local`` allows), which is said on ``echo``; a node of it that was lost is left for `cluster start`.
     """
     from opensearchpy.exceptions import AuthorizationException, ConnectionError, SSLError, TransportError
 
     if not isinstance(settings, ConnectionSettings):
         settings = ConnectionSettings.from_env().with_overrides(url=settings)
     if settings.url:
-        url = settings.url
+        urls = split_urls(settings.url)
     else:
         node = node or LocalNode(echo=echo)
         status = node.status()
-        if status.running and status.url:
-            url = status.url
+        if status.running and status.urls:
+            urls = list(status.urls)
         elif start_local:
             if echo:
                 echo("no --url/BIORANK_URL given and the local node is not running: starting it")
-            url = node.start()
+            node.start()
+            urls = list(node.status().urls)
         else:
             raise ClusterUnavailable("the local node is not running; start it with `biorank cluster start`")
 
-    client = make_client(settings, url)
-    shown = redact_url(url)
+    client = make_client(settings, urls)
+    shown = ", ".join(redact_url(url) for url in urls)
     try:
         client.info()
     except AuthorizationException:

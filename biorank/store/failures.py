@@ -12,7 +12,7 @@ def reason(error: Any) -> str:
         body = body.get("error", body)
         if isinstance(body, dict):
             cause = (body.get("root_cause") or [body])[0]
-            return f"{cause.get('type', 'error')}: {cause.get('reason', '')}".strip().rstrip(":")
+            return f"{cause.get('type', 'error')}: {cause.get('reason') or ''}".strip().rstrip(":")
     if isinstance(error, BaseException) and hasattr(error, "error"):
         return str(error.error)
     return str(body)
@@ -46,5 +46,9 @@ def describe(error: Exception, where: str = "OpenSearch") -> str | None:
         return (f"{where} answered 403: {why}; the user lacks that permission: ask the cluster's administrator "
                 "for it, or use another --user")
     if isinstance(error, TransportError):
-        return f"{where} answered {error.status_code}: {reason(error)}"
+        line = f"{where} answered {error.status_code}: {reason(error)}"
+        if "cluster_manager_not_discovered" in line or "master_not_discovered" in line:
+            line += ("; the cluster has elected no cluster manager, so too few of its nodes run "
+                     "(`biorank cluster status` shows the local ones, `biorank cluster start` restarts them)")
+        return line
     return None

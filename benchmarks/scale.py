@@ -1,0 +1,171 @@
+"""How the first stage grows with the index: 10K, 100K and 1M blocks on one node, node-side only.
+
+The encoder is out of every figure: the blocks are SciFact's 9,878, indexed once by biorank's own pipeline
+(``--no-sentences``, all-MiniLM-L6-v2) with their bulk actions recorded, and the 809 train claims' vectors are
+encoded once (both kept in ``--work``, shared with ``engine_versions.py``).
+
+**How an index grows** (the same as ``engine_versions.py``): copy ``g`` of the real blocks takes ids
+``g<g>:<id>`` and each vector perturbed by Gaussian noise and re-normalised (cosine ~0.9 to its original), so
+the HNSW graph, the exact script and the candidate union work over N distinct vectors; BM25 sees each text N/9,878
+times, which keeps the term statistics' shape while every posting list grows with N, as a larger collection of
+similar text would. The copies are streamed to the node, never held in memory.
+
+For each size: indexing rate (refresh slowed as ``biorank index`` does), warm p50/p95 of 150 claims one at a time
+(k = 10, after a warm-up pass) for bm25 (``passage``), dense (HNSW kNN), the exact hybrid and hybrid-approx at
+K = 100/300/1000; for hybrid-approx, overlap@10 with the exact hybrid's ids and nDCG@10 of both on SciFact's dev
+claims (the real documents' judgements; a copy counts as not relevant, for both); heap after the queries and the
+index's disk size.
+
+    python benchmarks/scale.py --sizes 10k,100k          # the sizes to run (1m takes about an hour here)
+
+Result, 2026-11-25, AMD EPYC, 2 CPUs, AVX2 only, OpenSearch 2.19.1 on Java 17 (no vector SIMD), heap 2 GB:
+see the table printed at the end of a run, copied into README's "Scaling out".
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from engine_versions import DATA, percentile, prepare
+from machine import cpu_isa
+
+from biorank.cluster.local import LocalNode, NodeSettings
+from biorank.evaluation.measures import evaluate, run_from_hits
+from biorank.evaluation.splits import split_judged
+from biorank.evaluation.topics import read_qrels, read_queries
+from biorank.models.encoder import PACKAGED_MODEL
+from biorank.retrieval.searcher import Searcher, SearchSettings
+from biorank.store.client import connect
+from biorank.store.indices import refresh_paused
+from biorank.store.server import bm25_similarity
+from biorank.store.writer import BulkWriter
+
+SIZES = {"10k": 1, "100k": 10, "300k": 30, "1m": 100}
+CANDIDATES = (100, 300, 1000)
+
+
+def grown(actions: list[dict], copies: int, index: str, seed: int = 7) -> Iterator[dict]:
+    """``actions`` ``copies`` times into ``index``, each copy past the first with new ids and perturbed unit
+    vectors, one action at a time."""
+    rng = np.random.default_rng(seed)
+    for g in range(copies):
+        for a in actions:
+            if g == 0:
+                yield {**a, "_index": index}
+                continue
+            source = dict(a["_source"])
+            v = np.asarray(source["embedding"], dtype=np.float32)
+            v = v + rng.normal(0, 0.025, v.shape).astype(np.float32)
+            source["embedding"] = (v / np.linalg.norm(v)).tolist()
+            source["id"] = f"g{g}:{source['id']}"
+            yield {**a, "_index": index, "_id": f"g{g}:{a['_id']}", "_source": source}
+
+
+def latencies(searcher: Searcher, queries: dict[str, str], vectors: dict) -> tuple[float, float]:
+    for q, text in queries.items():  # warm-up
+        searcher.search_many({q: text}, 10, vectors=vectors)
+    times = []
+    for q, text in queries.items():
+        t = time.perf_counter()
+        searcher.search_many({q: text}, 10, vectors=vectors)
+        times.append((time.perf_counter() - t) * 1000)
+    return percentile(times, 50), percentile(times, 95)
+
+
+def measure(client, size: str, body: dict, actions: list[dict], vectors: dict, queries: dict, dev: dict,
+            qrels: dict) -> dict:
+    index = f"bench-scale-{size}"
+    body["settings"]["index"]["similarity"]["default"]["type"] = bm25_similarity(client)
+    client.indices.delete(index=index, ignore_unavailable=True)  # left by an interrupted run
+    client.indices.create(index=index, body=body)
+    started = time.monotonic()
+    with refresh_paused(client, [index]):
+        failures = BulkWriter(client).write(grown(actions, SIZES[size], index))
+    seconds = time.monotonic() - started
+    assert not failures, failures[:3]
+    client.indices.refresh(index=index)
+    count = client.count(index=index)["count"]
+    assert count == len(actions) * SIZES[size], count
+    # As `biorank index` leaves it: flushed, not force-merged (many segments, each with its own HNSW graph).
+    client.indices.flush(index=index)
+    figures: dict = {"size": size, "blocks": count, "blocks_per_s": count / seconds}
+    print(f"{size}: {count:,} blocks in {seconds:.0f} s", flush=True)
+
+    sample = dict(list(queries.items())[:150])
+    settings = {"bm25": SearchSettings(mode="bm25", fields="passage"), "dense": SearchSettings(mode="dense"),
+                "hybrid": SearchSettings(mode="hybrid")}
+    settings |= {f"approx-{k}": SearchSettings(mode="hybrid-approx", candidates=k) for k in CANDIDATES}
+    exact = Searcher(client, index, settings["hybrid"]).search_many(sample, 10, vectors=vectors)
+    exact_dev = Searcher(client, index, settings["hybrid"]).search_many(dev, 10, vectors=vectors)
+    judged = {q: qrels[q] for q in dev}
+    figures["hybrid_ndcg"] = evaluate(run_from_hits(exact_dev), judged, ["ndcg@10"])["ndcg@10"]
+    for name, setting in settings.items():
+        searcher = Searcher(client, index, setting)
+        figures[f"{name}_p50"], figures[f"{name}_p95"] = latencies(searcher, sample, vectors)
+        if name.startswith("approx"):
+            hits = searcher.search_many(sample, 10, vectors=vectors)
+            figures[f"{name}_overlap"] = float(np.mean([
+                len({h.id for h in hits[q]} & {h.id for h in exact[q]}) / 10 for q in sample]))
+            dev_hits = searcher.search_many(dev, 10, vectors=vectors)
+            figures[f"{name}_ndcg"] = evaluate(run_from_hits(dev_hits), judged, ["ndcg@10"])["ndcg@10"]
+        print(f"  {name}: " + ", ".join(f"{k.split('_', 1)[1]} {v:.3f}" for k, v in figures.items()
+                                        if k.startswith(name + "_")), flush=True)
+    jvm = client.nodes.stats(metric="jvm")["nodes"]
+    figures["heap_mb"] = sum(n["jvm"]["mem"]["heap_used_in_bytes"] for n in jvm.values()) / 1e6
+    store = client.indices.stats(index=index, metric="store")["indices"][index]["primaries"]["store"]
+    figures["disk_mb"] = store["size_in_bytes"] / 1e6
+    client.indices.delete(index=index)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10k,100k", help=f"of {', '.join(SIZES)}")
+    parser.add_argument("--model", default=PACKAGED_MODEL, help="encoder of the recorded vectors")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "biorank-bench-engines")
+    parser.add_argument("--heap", default="2g")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    args = parser.parse_args()
+
+    prepare(args.work, args.model)
+    body = json.loads((args.work / "index.json").read_text())
+    with gzip.open(args.work / "actions.jsonl.gz", "rt", encoding="utf-8") as f:
+        actions = [json.loads(line) for line in f]
+    vectors = json.loads((args.work / "query_vectors.json").read_text())
+    queries = read_queries(DATA / "queries_train.jsonl")
+    qrels = read_qrels(DATA / "qrels" / "train.tsv")
+    dev = {q: queries[q] for q in split_judged(qrels, "dev")}
+
+    node = LocalNode(NodeSettings(home=args.work / "node", heap=args.heap, nodes=1))
+    client = connect(node.start())
+    status = node.status()
+    print(f"CPU: {cpu_isa()}; OpenSearch {status.engine_version}, {status.java}, vector SIMD {status.vector_simd}; "
+          f"heap {args.heap}; {len(actions):,} recorded blocks of {args.model}")
+    results = [measure(client, size, body, actions, vectors, queries, dev, qrels) for size in args.sizes.split(",")]
+    node.stop()
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+    names = ["bm25", "dense", "hybrid", *(f"approx-{k}" for k in CANDIDATES)]
+    print("\n| blocks | blocks/s | " + " | ".join(f"{n} p50/p95 ms" for n in names) + " | heap MB | disk MB |")
+    print("|---:|---:|" + "---:|" * len(names) + "---:|---:|")
+    for r in results:
+        print(f"| {r['blocks']:,} | {r['blocks_per_s']:.0f} | "
+              + " | ".join(f"{r[f'{n}_p50']:.1f} / {r[f'{n}_p95']:.1f}" for n in names)
+              + f" | {r['heap_mb']:.0f} | {r['disk_mb']:.0f} |")
+    print("\nhybrid-approx against the exact hybrid (overlap@10 on 150 claims; nDCG@10 on the dev claims):")
+    for r in results:
+        print(f"  {r['blocks']:,} blocks: exact nDCG@10 {r['hybrid_ndcg']:.4f}; "
+              + "; ".join(f"K={k}: overlap {r[f'approx-{k}_overlap']:.3f}, nDCG {r[f'approx-{k}_ndcg']:.4f}"
+                          for k in CANDIDATES))
+
+
+if __name__ == "__main__":
+    main()
