@@ -111,6 +111,33 @@ def prepare(work: Path, model: str) -> None:
             f.write(json.dumps(action) + "\n")
 
 
+def with_common_arguments(parser: argparse.ArgumentParser, sizes: dict) -> argparse.ArgumentParser:
+    """The arguments of every benchmark over the recorded blocks."""
+    parser.add_argument("--sizes", default="10k,100k", help=f"of {', '.join(sizes)}")
+    parser.add_argument("--model", default=PACKAGED_MODEL, help="encoder of the recorded vectors")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "biorank-bench-engines")
+    parser.add_argument("--heap", default="2g")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    return parser
+
+
+def recorded(work: Path, model: str) -> tuple[dict, list[dict], dict[str, list[float]]]:
+    """The index body, the recorded bulk actions and the claims' vectors in ``work`` (made first if missing)."""
+    prepare(work, model)
+    body = json.loads((work / "index.json").read_text())
+    with gzip.open(work / "actions.jsonl.gz", "rt", encoding="utf-8") as f:
+        actions = [json.loads(line) for line in f]
+    return body, actions, json.loads((work / "query_vectors.json").read_text())
+
+
+def node_figures(client, index: str) -> dict[str, float]:
+    """The node's heap in use and the index's size on disk, in MB."""
+    jvm = client.nodes.stats(metric="jvm")["nodes"]
+    store = client.indices.stats(index=index, metric="store")["indices"][index]["primaries"]["store"]
+    return {"heap_mb": sum(n["jvm"]["mem"]["heap_used_in_bytes"] for n in jvm.values()) / 1e6,
+            "disk_mb": store["size_in_bytes"] / 1e6}
+
+
 def grown(actions: list[dict], copies: int, rng: np.random.Generator) -> list[dict]:
     """``actions`` ``copies`` times, each copy past the first with new ids and perturbed unit vectors."""
     out = list(actions)
@@ -127,6 +154,18 @@ def grown(actions: list[dict], copies: int, rng: np.random.Generator) -> list[di
 
 def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def latencies(searcher: Searcher, queries: dict[str, str], vectors: dict) -> tuple[float, float]:
+    """p50 and p95 ms of ``queries`` asked one at a time (k = 10), after a warm-up pass."""
+    for q, text in queries.items():
+        searcher.search_many({q: text}, 10, vectors=vectors)
+    times = []
+    for q, text in queries.items():
+        t = time.perf_counter()
+        searcher.search_many({q: text}, 10, vectors=vectors)
+        times.append((time.perf_counter() - t) * 1000)
+    return percentile(times, 50), percentile(times, 95)
 
 
 def measure(client, index: str, body: dict, actions: list[dict], vectors: dict, queries: dict,
@@ -150,24 +189,14 @@ def measure(client, index: str, body: dict, actions: list[dict], vectors: dict, 
     sample = dict(list(queries.items())[:150])
     for mode in MODES:
         searcher = Searcher(client, index, SearchSettings(mode=mode, fields="text" if mode == "bm25" else None))
-        for q, text in sample.items():  # warm-up
-            searcher.search_many({q: text}, 10, vectors=vectors)
-        times = []
-        for q, text in sample.items():
-            t = time.perf_counter()
-            searcher.search_many({q: text}, 10, vectors=vectors)
-            times.append((time.perf_counter() - t) * 1000)
-        figures[f"{mode}_p50"], figures[f"{mode}_p95"] = percentile(times, 50), percentile(times, 95)
+        figures[f"{mode}_p50"], figures[f"{mode}_p95"] = latencies(searcher, sample, vectors)
     if len(actions) < 20_000:
         judged = {q: queries[q] for q in dev}
         for mode in QUALITY_MODES:
             searcher = Searcher(client, index, SearchSettings(mode=mode, fields="text" if mode == "bm25" else None))
             hits = searcher.search_many(judged, 100, vectors=vectors)
             figures[f"{mode}_ndcg"] = evaluate(run_from_hits(hits), {q: qrels[q] for q in dev}, ["ndcg@10"])["ndcg@10"]
-    jvm = client.nodes.stats(metric="jvm")["nodes"]
-    figures["heap_mb"] = sum(n["jvm"]["mem"]["heap_used_in_bytes"] for n in jvm.values()) / 1e6
-    store = client.indices.stats(index=index, metric="store")["indices"][index]["primaries"]["store"]
-    figures["disk_mb"] = store["size_in_bytes"] / 1e6
+    figures |= node_figures(client, index)
     client.indices.delete(index=index)
     return figures
 
@@ -176,23 +205,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--configs", default="", help="VERSION:JAVA_MAJOR,... (default: every pair this machine "
                                                        "has, one Java per major)")
-    parser.add_argument("--sizes", default="10k,100k", help=f"of {', '.join(SIZES)}")
-    parser.add_argument("--model", default=PACKAGED_MODEL, help="encoder of the recorded vectors")
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "biorank-bench-engines")
-    parser.add_argument("--heap", default="2g")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    args = parser.parse_args()
+    args = with_common_arguments(parser, SIZES).parse_args()
 
     javas = {j.major: j for j in sorted(runtimes(), key=lambda j: j.simd)}  # SIMD wins a major
     if args.configs:
         configs = [(v, javas[int(m)]) for v, m in (c.split(":") for c in args.configs.split(","))]
     else:
         configs = [(v, j) for v, e in artifacts.ENGINES.items() for m, j in sorted(javas.items()) if m in e.java]
-    prepare(args.work, args.model)
-    body = json.loads((args.work / "index.json").read_text())
-    with gzip.open(args.work / "actions.jsonl.gz", "rt", encoding="utf-8") as f:
-        actions = [json.loads(line) for line in f]
-    vectors = json.loads((args.work / "query_vectors.json").read_text())
+    body, actions, vectors = recorded(args.work, args.model)
     queries = read_queries(DATA / "queries_train.jsonl")
     qrels = read_qrels(DATA / "qrels" / "train.tsv")
     dev = split_judged(qrels, "dev")

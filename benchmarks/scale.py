@@ -18,29 +18,39 @@ index's disk size.
 
     python benchmarks/scale.py --sizes 10k,100k          # the sizes to run (1m takes about an hour here)
 
-Result, 2026-11-25, AMD EPYC, 2 CPUs, AVX2 only, OpenSearch 2.19.1 on Java 17 (no vector SIMD), heap 2 GB:
-see the table printed at the end of a run, copied into README's "Scaling out".
+Result, 2026-11-25, AMD EPYC, 2 CPUs, AVX2 only, OpenSearch 2.19.1 on Java 17 (no vector SIMD), heap 2 GB, node
+alone on the machine (``--sizes 10k,100k``, then ``--sizes 300k``; p50 / p95 ms):
+
+    | blocks | blocks/s | bm25 | dense | exact hybrid | approx K=100 | K=300 | K=1000 | heap MB | disk MB |
+    |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+    | 9,878 | 276 | 8.3/14.8 | 8.5/14.8 | 22.7/39.4 | 34.2/48.0 | 62.0/85.0 | 138.3/265.6 | 872 | 137 |
+    | 98,780 | 309 | 10.7/15.5 | 10.7/15.8 | 120.4/176.3 | 40.0/51.6 | 63.9/92.2 | 214.0/345.4 | 452 | 1,367 |
+    | 296,340 | 314 | 16.9/26.1 | 12.6/17.4 | 217.8/328.0 | 49.1/62.9 | 88.8/105.4 | 203.5/309.1 | 649 | 2,605 |
+
+    | blocks | overlap@10 with the exact hybrid, K=100 / 300 / 1000 | SciFact dev nDCG@10, exact / K=100 / 300 / 1000 |
+    |---:|---|---|
+    | 9,878 | 0.999 / 1.000 / 1.000 | 0.7437 / 0.7437 / 0.7437 / 0.7437 |
+    | 98,780 | 1.000 / 1.000 / 1.000 | 0.6221 / 0.6221 / 0.6221 / 0.6221 |
+    | 296,340 | 0.987 / 1.000 / 1.000 | 0.6052 / 0.6052 / 0.6052 / 0.6052 |
+
+nDCG@10 falls with size because a copy of a relevant abstract counts as not relevant. 1M: not measured yet.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
-from engine_versions import DATA, percentile, prepare
+from engine_versions import DATA, latencies, node_figures, recorded, with_common_arguments
 from machine import cpu_isa
 
 from biorank.cluster.local import LocalNode, NodeSettings
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
-from biorank.models.encoder import PACKAGED_MODEL
 from biorank.retrieval.searcher import Searcher, SearchSettings
 from biorank.store.client import connect
 from biorank.store.indices import refresh_paused
@@ -66,17 +76,6 @@ def grown(actions: list[dict], copies: int, index: str, seed: int = 7) -> Iterat
             source["embedding"] = (v / np.linalg.norm(v)).tolist()
             source["id"] = f"g{g}:{source['id']}"
             yield {**a, "_index": index, "_id": f"g{g}:{a['_id']}", "_source": source}
-
-
-def latencies(searcher: Searcher, queries: dict[str, str], vectors: dict) -> tuple[float, float]:
-    for q, text in queries.items():  # warm-up
-        searcher.search_many({q: text}, 10, vectors=vectors)
-    times = []
-    for q, text in queries.items():
-        t = time.perf_counter()
-        searcher.search_many({q: text}, 10, vectors=vectors)
-        times.append((time.perf_counter() - t) * 1000)
-    return percentile(times, 50), percentile(times, 95)
 
 
 def measure(client, size: str, body: dict, actions: list[dict], vectors: dict, queries: dict, dev: dict,
@@ -117,28 +116,15 @@ def measure(client, size: str, body: dict, actions: list[dict], vectors: dict, q
             figures[f"{name}_ndcg"] = evaluate(run_from_hits(dev_hits), judged, ["ndcg@10"])["ndcg@10"]
         print(f"  {name}: " + ", ".join(f"{k.split('_', 1)[1]} {v:.3f}" for k, v in figures.items()
                                         if k.startswith(name + "_")), flush=True)
-    jvm = client.nodes.stats(metric="jvm")["nodes"]
-    figures["heap_mb"] = sum(n["jvm"]["mem"]["heap_used_in_bytes"] for n in jvm.values()) / 1e6
-    store = client.indices.stats(index=index, metric="store")["indices"][index]["primaries"]["store"]
-    figures["disk_mb"] = store["size_in_bytes"] / 1e6
+    figures |= node_figures(client, index)
     client.indices.delete(index=index)
     return figures
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="10k,100k", help=f"of {', '.join(SIZES)}")
-    parser.add_argument("--model", default=PACKAGED_MODEL, help="encoder of the recorded vectors")
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "biorank-bench-engines")
-    parser.add_argument("--heap", default="2g")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    args = parser.parse_args()
+    args = with_common_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), SIZES).parse_args()
 
-    prepare(args.work, args.model)
-    body = json.loads((args.work / "index.json").read_text())
-    with gzip.open(args.work / "actions.jsonl.gz", "rt", encoding="utf-8") as f:
-        actions = [json.loads(line) for line in f]
-    vectors = json.loads((args.work / "query_vectors.json").read_text())
+    body, actions, vectors = recorded(args.work, args.model)
     queries = read_queries(DATA / "queries_train.jsonl")
     qrels = read_qrels(DATA / "qrels" / "train.tsv")
     dev = {q: queries[q] for q in split_judged(qrels, "dev")}

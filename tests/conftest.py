@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from opensearchpy import OpenSearch
+from running import node_of_its_own
 
 from biorank.cluster.container import docker_available, opensearch_container
-from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
+from biorank.cluster.local import LocalNode, port_is_free
 from biorank.config import ConnectionSettings
 from biorank.store.client import connect
 
@@ -25,7 +24,7 @@ TEST_QUERY_LOG = f"biorank-queries-test-{uuid.uuid4().hex[:8]}"
 os.environ["BIORANK_QUERY_LOG_INDEX"] = TEST_QUERY_LOG
 
 
-CLUSTER_FIXTURES = {"opensearch", "opensearch_url", "own_node", "node_home", "secure_node"}
+CLUSTER_FIXTURES = {"opensearch", "opensearch_url", "own_node", "node_home", "secure_node", "three_nodes"}
 """Fixtures that run a node (the shared one, or one a test starts and stops itself)."""
 SLOW_FIXTURES = {"scifact_index", "tiny_reranker", "tiny_encoder"}
 
@@ -64,29 +63,15 @@ def opensearch_url() -> Iterator[str]:
         with opensearch_container() as container:
             yield f"http://{container.get_container_host_ip()}:{container.get_exposed_port(9200)}"
     else:
-        # Not under pytest's tmp dirs: those are private to root, and as root the node runs as another user.
-        home = Path(tempfile.mkdtemp(prefix="biorank-test-node-"))
-        home.chmod(0o755)
-        node = LocalNode(NodeSettings(home=home, port=_test_node_port()))
-        try:
-            yield node.start()
-        finally:
-            node.stop()
-            shutil.rmtree(home, ignore_errors=True)
+        with node_of_its_own("biorank-test-node-", port=_test_node_port()) as node:
+            yield node.status().url
 
 
 @pytest.fixture(scope="session")
 def secure_node() -> Iterator[LocalNode]:
     """A second local node, secured as production clusters are: security plugin, HTTPS, basic auth, users."""
-    home = Path(tempfile.mkdtemp(prefix="biorank-test-secure-node-"))
-    home.chmod(0o755)
-    node = LocalNode(NodeSettings(home=home, port=_test_node_port(), heap="768m", secure=True))
-    try:
-        node.start()
+    with node_of_its_own("biorank-test-secure-node-", port=_test_node_port(), heap="768m", secure=True) as node:
         yield node
-    finally:
-        node.stop()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from opensearchpy import OpenSearch, helpers
+from running import index_until
 
 from biorank.cli import cli
 from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
@@ -120,18 +121,8 @@ def test_a_run_killed_midway_resumes_to_exact_counts(
     # The suite's encoder, which the resumed run below indexes with too.
     command = [sys.executable, "-m", "biorank.cli", "--url", opensearch_url, "index", str(corpus),
                "--index", index_name, "--batch-size", "8", "--model", default_encoder.source]
-    log = tmp_path / "victim.log"
-    victim = subprocess.Popen(command, cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     sentences = sentences_index_name(index_name)
-    deadline = time.monotonic() + 300
-    # Indexing operations count as soon as the node takes them, refresh or not.
-    while time.monotonic() < deadline and victim.poll() is None:
-        if opensearch.indices.exists(index=sentences):
-            stats = opensearch.indices.stats(index=sentences, metric="indexing")
-            if stats["_all"]["primaries"]["indexing"]["index_total"] > 200:
-                break
-        time.sleep(0.2)
-    assert victim.poll() is None, f"the run ended before it could be killed: {log.read_text()}"
+    victim = index_until(command, tmp_path, opensearch, sentences, 200)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
     # What the killed run wrote becomes searchable by itself: refreshing was slowed during the run, not stopped.

@@ -9,11 +9,9 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +19,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from opensearchpy import OpenSearch, helpers
+from running import index_until, node_of_its_own
 
 from biorank.cli import cli
-from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
+from biorank.cluster.local import LocalNode, port_is_free
 from biorank.demo import sample_path
 from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.models.encoder import Encoder
@@ -52,15 +51,9 @@ def _free_ports(count: int) -> int:
 
 @pytest.fixture(scope="module")
 def three_nodes() -> Iterator[LocalNode]:
-    home = Path(tempfile.mkdtemp(prefix="biorank-test-cluster-"))
-    home.chmod(0o755)  # as root, the nodes run as another user, which must enter it
-    node = LocalNode(NodeSettings(home=home, nodes=3, port=_free_ports(3), heap="512m", start_timeout=300))
-    try:
-        node.start()
+    with node_of_its_own("biorank-test-cluster-", nodes=3, port=_free_ports(3), heap="512m",
+                         start_timeout=300) as node:
         yield node
-    finally:
-        node.stop()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -152,22 +145,12 @@ def test_a_node_killed_while_indexing_leaves_an_index_that_resumes_to_exact_coun
     command = [sys.executable, "-m", "biorank.cli", "--url", urls, "index", str(corpus), "--index", name,
                "--no-sentences", "--shards", "3", "--replicas", "1", "--batch-size", "8",
                "--model", default_encoder.source]
-    log = tmp_path / "index.log"
-    run = subprocess.Popen(command, cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                           env={**os.environ, "BIORANK_QUERY_LOG": "0"})
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and run.poll() is None:
-        if client.indices.exists(index=name):
-            stats = client.indices.stats(index=name, metric="indexing")
-            if stats["_all"]["primaries"]["indexing"]["index_total"] > 40:
-                break
-        time.sleep(0.2)
-    assert run.poll() is None, f"the run ended before a node could be killed: {log.read_text()}"
+    run = index_until(command, tmp_path, client, name, 40, env={**os.environ, "BIORANK_QUERY_LOG": "0"})
     victim = three_nodes.status().members[1]
     os.kill(victim.pid, signal.SIGKILL)
     try:
         code = run.wait(600)
-        output = log.read_text()
+        output = (tmp_path / "index.log").read_text()
         if code != 0:
             # Allowed to stop, with one line and nothing lost: running it again resumes.
             assert "Traceback" not in output, output

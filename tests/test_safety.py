@@ -117,6 +117,11 @@ def test_credentials_in_a_url_never_appear_in_messages() -> None:
     result = _run("--url", f"http://reader:s3cret@127.0.0.1:{port}", "stats")
     assert result.exit_code == 1 and "s3cret" not in result.output and "reader" not in result.output
     assert f"***@127.0.0.1:{port}" in result.output
+    # Several nodes of one cluster: each URL is redacted, and all are named.
+    several = _run("--url", f"http://reader:s3cret@127.0.0.1:{port},https://admin:t0p@127.0.0.1:{port}", "stats")
+    assert several.exit_code == 1 and "s3cret" not in several.output and "t0p" not in several.output
+    flat = " ".join(several.output.split())
+    assert f"http://***@127.0.0.1:{port}, https://***@127.0.0.1:{port}" in flat, several.output
 
 
 @pytest.mark.parametrize("args", [["-k", "0"], ["-k", "-1"], ["--rerank-depth", "0"], ["--candidates", "0"]])

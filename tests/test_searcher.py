@@ -293,9 +293,10 @@ def test_three_shards_rank_and_score_as_one(opensearch: OpenSearch, sample_index
     queries = dict(list(read_queries(shared_data / "scifact" / "claims_train.jsonl").items())[:25])
     vectors = {q: row.tolist() for q, row in zip(queries, default_encoder.encode(list(queries.values()), role="query"),
                                                     strict=True)}
-    # The modes that promise exact scores; dense, rrf and minmax walk each shard's own HNSW graph.
+    # The modes that promise exact scores; dense, rrf and minmax walk each shard's own HNSW graph. λ is given:
+    # other tests may have tuned one for the sample index.
     for mode in ("bm25", "hybrid", "hybrid-approx", "dense-exact"):
-        one, three = (_searcher(opensearch, index, default_encoder, mode=mode, candidates=100)
+        one, three = (_searcher(opensearch, index, default_encoder, mode=mode, candidates=100, lam=0.05)
                       .search_many(queries, 10, vectors=vectors) for index in (sample_index, index_name))
         for q in queries:
             assert [h.id for h in one[q]] == [h.id for h in three[q]], (mode, q)
@@ -307,3 +308,24 @@ def test_three_shards_rank_and_score_as_one(opensearch: OpenSearch, sample_index
     single = opensearch.search(index=sample_index, body=body)
     assert [h["_score"] for h in local["hits"]["hits"]] != pytest.approx([h["_score"] for h in single["hits"]["hits"]],
                                                                          abs=1e-4)
+
+
+def test_hybrid_takes_the_candidate_union_over_an_index_larger_than_its_exact_limit(
+        opensearch: OpenSearch, opensearch_url: str, sample_index: str, default_encoder: Encoder) -> None:
+    exact = _searcher(opensearch, sample_index, default_encoder, mode="hybrid")
+    assert exact.route == "hybrid" and exact.route_note is None and exact.blocks > 300
+    routed = _searcher(opensearch, sample_index, default_encoder, mode="hybrid", exact_limit=300, union_candidates=20)
+    approx = _searcher(opensearch, sample_index, default_encoder, mode="hybrid-approx", candidates=20)
+    assert routed.route == "hybrid-approx" and f"{routed.blocks:,} blocks" in routed.route_note
+    assert [(h.id, h.score) for h in routed.search(QUERY, 10)] == [(h.id, h.score) for h in approx.search(QUERY, 10)]
+    # The BM25 list, the kNN list, then the union scored; the exact hybrid is one request over every block.
+    assert len(routed.requests(QUERY, 10)) == 3 and len(exact.requests(QUERY, 10)) == 1
+
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--url", opensearch_url, "query", QUERY, "--index", sample_index, "--exact-limit",
+                                "300", "--show-query", "--json", "--no-log"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith(f"# hybrid over {routed.blocks:,} blocks (more than --exact-limit 300)")
+    assert shown.output.count(f"GET {sample_index}/_search") == 3
+    stats = runner.invoke(cli, ["--url", opensearch_url, "stats", "--index", sample_index])
+    assert stats.exit_code == 0 and "exact, every block" in stats.output, stats.output

@@ -55,11 +55,18 @@ def inspect_document(settings: ConnectionSettings, doc_id: str, index_name: str,
 @click.pass_obj
 def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
     """Print an index's counts, sizes, encoder, mapping version, BM25 parameters, λ and every tuned setting."""
+    from biorank.retrieval.searcher import SearchSettings
     from biorank.store.inspection import flatten, index_stats
 
     facts = index_stats(options.client(settings), index_name)
+    search = SearchSettings()
+    exact = facts.blocks <= search.exact_limit
+    route = (f"exact, every block ({facts.blocks:,} ≤ {search.exact_limit:,})" if exact else
+             f"candidate union of the BM25 and kNN top {search.union_candidates:,} ({facts.blocks:,} blocks > "
+             f"{search.exact_limit:,}; --exact-limit changes it)")
     if as_json:
-        click.echo(json.dumps(facts.to_dict(), indent=2, ensure_ascii=False))
+        facts_json = facts.to_dict() | {"hybrid_route": "exact" if exact else "candidate union"}
+        click.echo(json.dumps(facts_json, indent=2, ensure_ascii=False))
         return
     s = facts.settings
     sizes = " + ".join(f"{size / 1e6:.1f} MB ({name})" for name, size in facts.size_bytes.items())
@@ -73,6 +80,7 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
         ("mapping version", facts.mapping_version),
         ("BM25", f"k1 {s.get('k1')}, b {s.get('b')}, {s.get('analyzer')} analyser"),
         ("shards / replicas", f"{s.get('shards')} / {s.get('replicas')}"),
+        ("hybrid", route),
         ("block budget", f"{facts.block_tokens} word pieces"),
         ("λ", f"{facts.lam:g}" + (" (tuned)" if facts.lambda_tuned else " (default; biorank tune-lambda tunes it)")),
         *((f"tuned: {key}", shorten(value)) for key, value in flatten(facts.tuned).items()),

@@ -57,8 +57,8 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) 
 @options.log_option
 @click.pass_obj
 def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, lam: float | None,
-          fields: str | None, candidates: int, precision: str, filters: Filters, k: int, as_json: bool,
-          show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
+          fields: str | None, candidates: int, exact_limit: int, precision: str, filters: Filters, k: int,
+          as_json: bool, show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
           **rerank_options: object) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
@@ -75,10 +75,13 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     from biorank.pipeline import Pipeline
 
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                precision=precision, filters=filters)
+                                exact_limit=exact_limit, precision=precision, filters=filters)
     pipeline = Pipeline(options.pipeline_settings(
         searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
+    if searcher.route_note:
+        # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
+        (click.echo if show_query else echo)(f"{'#' if show_query else 'note:'} {searcher.route_note}")
     if show_query:
         for request, body in pipeline.requests(text, k):
             click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")
@@ -113,8 +116,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 @options.log_option
 @click.pass_obj
 def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, mode: str,
-           lam: float | None, fields: str | None, candidates: int, precision: str, filters: Filters, k: int,
-           no_log: bool) -> None:
+           lam: float | None, fields: str | None, candidates: int, exact_limit: int, precision: str,
+           filters: Filters, k: int, no_log: bool) -> None:
     """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
     from biorank.evaluation.runs import write_trec
     from biorank.evaluation.topics import read_queries
@@ -122,8 +125,10 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
 
     queries = read_queries(queries_path)
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                precision=precision, filters=filters)
+                                exact_limit=exact_limit, precision=precision, filters=filters)
     pipeline = Pipeline(options.pipeline_settings(searcher), searcher)
+    if searcher.route_note:
+        echo(f"note: {searcher.route_note}")
     with record_progress(pipeline.name, len(queries), "queries") as advance:
         answers = pipeline.run(queries, k, progress=advance,
                                log=options.query_log(settings, searcher.client, "search", no_log))

@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
@@ -354,6 +354,8 @@ class LocalNode:
                     )
                 if len(running) == len(members):
                     return running[0].url
+                # A lost node comes back as the version the others run.
+                self.settings = replace(self.settings, engine_version=version)
             if self.settings.secure and self.size > 1:
                 raise NodeStartError("a secured local cluster has one node; use --nodes 1")
             engine = self.engine

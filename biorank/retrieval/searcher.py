@@ -7,7 +7,8 @@ collapse on ``id`` so a document is represented by its best block (MaxP). Modes:
   the BEIR baseline, ``passage`` the same per block, ``wordpieces``/``wordpieces+bigrams`` the encoder's word
   pieces (query tokenised by the index's encoder) with or without word-piece bigrams;
 - ``dense``: approximate kNN on the Lucene HNSW graph; ``dense-exact``: ``⟨q, v⟩`` of every block, by script;
-- ``hybrid``: ``λ·BM25(q, p) + ⟨q, p⟩`` of every block, inside OpenSearch (``script_score``);
+- ``hybrid``: ``λ·BM25(q, p) + ⟨q, p⟩`` of every block, inside OpenSearch (``script_score``), up to
+  ``SearchSettings.exact_limit`` blocks; a larger index takes ``hybrid-approx``'s route (:attr:`Searcher.route`);
 - ``hybrid-approx``: the same exact score, over the union of the BM25 top K and the kNN top K blocks only
   (equal to ``hybrid`` when K covers the index; the mode for large collections);
 - ``rrf``, ``minmax``: client-side fusion of the BM25 and kNN top K, as reciprocal ranks (Cormack et al.) or as
@@ -48,6 +49,13 @@ OS_HYBRID_PIPELINE = {"phase_results_processors": [{"normalization-processor": {
 """The search pipeline of ``os-hybrid``: neural-search's normalisation, min-max and equal-weight mean."""
 FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
 MAX_QUERY_CHARS = 4000
+EXACT_LIMIT = 50_000
+"""Up to this many blocks ``hybrid`` scores every block; above, the candidate union of the BM25 and kNN top
+:data:`UNION_CANDIDATES`. Measured by ``benchmarks/scale.py`` (2 AVX2 cores, p50): the exact hybrid 22.7 ms at
+9,878 blocks, 120 ms at 98,780, 218 ms at 296,340; the union of the top 300 62, 64 and 89 ms, with the exact
+hybrid's top 10 (overlap@10 1.000 at each size); they cost the same near 50,000 blocks."""
+UNION_CANDIDATES = 300
+"""K of that union: K = 100 kept overlap@10 at 1.000 up to 98,780 blocks but fell to 0.987 at 296,340."""
 MAX_LAMBDA = 1e6
 """Far above any useful λ (BM25 scores are tens), and far below what would overflow a script's double."""
 
@@ -66,7 +74,9 @@ class SearchSettings:
     ``hybrid-approx``, ``rrf`` and ``minmax``. ``precision`` is the query encoder's backend
     (:data:`~biorank.models.encoder.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch).
     ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
-    (:class:`~biorank.retrieval.filters.Filters`).
+    (:class:`~biorank.retrieval.filters.Filters`). ``exact_limit``: ``hybrid`` over an index of more blocks
+    takes ``hybrid-approx``'s route with K = ``union_candidates`` (the script's cost grows with every block,
+    the union's with K).
     """
 
     mode: str = "hybrid"
@@ -76,6 +86,8 @@ class SearchSettings:
     rrf_k: int = 60
     precision: str = "auto"
     filters: Filters = field(default_factory=Filters)
+    exact_limit: int = EXACT_LIMIT
+    union_candidates: int = UNION_CANDIDATES
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -84,8 +96,10 @@ class SearchSettings:
             raise QueryError(f"unknown field set {self.fields!r}; choose one of {', '.join(FIELD_SETS)}")
         if self.lam is not None and not 0 <= self.lam <= MAX_LAMBDA:
             raise QueryError(f"λ must be a number from 0 to {MAX_LAMBDA:g}, not {self.lam}")
-        if self.candidates < 1:
+        if self.candidates < 1 or self.union_candidates < 1:
             raise QueryError("candidates must be at least 1")
+        if self.exact_limit < 0:
+            raise QueryError("exact_limit must be at least 0")
 
     @property
     def field_set(self) -> str:
@@ -105,6 +119,7 @@ class Searcher:
         self.settings = settings or SearchSettings()
         self.record: IndexRecord = check_record(client, index)
         self._encoder = encoder
+        self._blocks: int | None = None
         if encoder is not None and self.needs_encoder:
             check_record(client, index, model=encoder.model_name)
 
@@ -113,6 +128,34 @@ class Searcher:
         if self.settings.lam is not None:
             return self.settings.lam
         return self.record.lam
+
+    @property
+    def blocks(self) -> int:
+        """How many blocks the index holds (asked once)."""
+        if self._blocks is None:
+            self._blocks = int(self.client.count(index=self.index)["count"])
+        return self._blocks
+
+    @property
+    def route(self) -> str:
+        """The mode that runs: the settings' own, except ``hybrid`` over more than ``exact_limit`` blocks, which
+        takes ``hybrid-approx``'s candidate union."""
+        mode = self.settings.mode
+        return "hybrid-approx" if mode == "hybrid" and self.blocks > self.settings.exact_limit else mode
+
+    @property
+    def route_note(self) -> str | None:
+        """Why ``hybrid`` takes the candidate union here, or None where it runs as asked."""
+        if self.route == self.settings.mode:
+            return None
+        return (f"hybrid over {self.blocks:,} blocks (more than --exact-limit {self.settings.exact_limit:,}): "
+                f"the exact score over the union of the BM25 and kNN top {self.candidates:,} "
+                "(hybrid-approx), not over every block")
+
+    @property
+    def candidates(self) -> int:
+        """K of the two-step modes: the settings' own, or ``union_candidates`` where ``hybrid`` was routed."""
+        return self.settings.union_candidates if self.route != self.settings.mode else self.settings.candidates
 
     @property
     def needs_encoder(self) -> bool:
@@ -187,7 +230,7 @@ class Searcher:
             raise FilterError(f"index {self.index!r} was built before biorank stored year, journal and MeSH on "
                               f"every block, so it cannot be filtered; rebuild it with `biorank index ... --index "
                               f"{self.index} --recreate`")
-        mode = self.settings.mode
+        mode = self.route
         if mode == "bm25":
             vectors = {}
         elif vectors is None or not queries.keys() <= vectors.keys():
@@ -205,7 +248,7 @@ class Searcher:
             answers = self._msearch(bodies, sent, lambda _: mode in ("bm25", "hybrid"))
             return {q: self._hits(answers[q], mode) for q in queries}
 
-        K = self.settings.candidates
+        K = self.candidates
         if mode == "os-hybrid":
             return {q: self._os_hybrid(queries[q], vectors[q], pieces.get(q), k, sent) for q in queries}
         first: dict[tuple[str, str], dict] = {}
@@ -237,14 +280,14 @@ class Searcher:
 
     def _os_hybrid(self, text: str, vector: list[float], pieces: str | None, k: int,
                    sent: list[tuple[str, dict]] | None) -> list[Hit]:
-        K = self.settings.candidates
+        K = self.candidates
         # Each sub-query carries the clauses every other mode sends, so the two lists it fuses are of the filtered set.
         where = self.settings.filters.clauses()
         body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
             filtered(text_query(self.settings.field_set, text, pieces), where), knn_query(vector, K, where)]}},
             # A temporary pipeline, part of the request: nothing cluster-wide is created or overwritten.
             "search_pipeline": OS_HYBRID_PIPELINE}
-        options = search_options(text_scored=True)
+        options = request_options(text_scored=True)
         if sent is not None:
             sent.append((f"GET {self.index}/_search?{_query_string(options)}", body))
         from opensearchpy.exceptions import RequestError, TransportError
@@ -290,7 +333,7 @@ class Searcher:
         keys = list(bodies)
         lines: list[dict] = []
         for key in keys:
-            options = search_options(text_scored(key))
+            options = request_options(text_scored(key))
             lines += [{"index": self.index, **options}, bodies[key]]
             if sent is not None:
                 sent.append((f"GET {self.index}/_search?{_query_string(options)}", bodies[key]))
@@ -306,7 +349,7 @@ class Searcher:
         return list(_parse_hits(response["hits"]["hits"], mode, self.lam))
 
 
-def search_options(text_scored: bool) -> dict[str, Any]:
+def request_options(text_scored: bool) -> dict[str, Any]:
     """How a search runs on a cluster of many shards, beside its body.
 
     BM25 weighs a term by its document frequency, which each shard counts among its own blocks: over several

@@ -1,0 +1,48 @@
+"""What several test modules run the same way: a node of their own, and an index run to be interrupted."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from opensearchpy import OpenSearch
+
+from biorank.cluster.local import LocalNode, NodeSettings
+
+
+@contextlib.contextmanager
+def node_of_its_own(prefix: str, **settings: Any) -> Iterator[LocalNode]:
+    """A started local node (or cluster) in a temporary home of its own, stopped and removed afterwards."""
+    # Not under pytest's tmp dirs: those are private to root, and as root the node runs as another user.
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    home.chmod(0o755)
+    node = LocalNode(NodeSettings(home=home, **settings))
+    try:
+        node.start()
+        yield node
+    finally:
+        node.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def index_until(command: list[str], cwd: Path, client: OpenSearch, index: str, operations: int,
+                **popen: Any) -> subprocess.Popen:
+    """``biorank index`` started as ``command``, returned still running once ``index`` has taken more than
+    ``operations`` writes (they count as soon as the node takes them, refresh or not)."""
+    log = cwd / "index.log"
+    run = subprocess.Popen(command, cwd=cwd, stdout=log.open("wb"), stderr=subprocess.STDOUT, **popen)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and run.poll() is None:
+        if client.indices.exists(index=index):
+            stats = client.indices.stats(index=index, metric="indexing")
+            if stats["_all"]["primaries"]["indexing"]["index_total"] > operations:
+                break
+        time.sleep(0.2)
+    assert run.poll() is None, f"the run ended before it could be interrupted: {log.read_text()}"
+    return run
