@@ -210,8 +210,10 @@ class Pipeline:
 
     @property
     def notes(self) -> list[str]:
-        """What the user should know about how answers are made (a perspective that could not be computed)."""
-        return list(self.snippets.notes) if self.snippets is not None else []
+        """What the user should know about how answers are made (hybrid's candidate union over a large index, a
+        perspective that could not be computed)."""
+        route = [self.searcher.route_note] if self.searcher.route_note else []
+        return route + (list(self.snippets.notes) if self.snippets is not None else [])
 
     def search(self, query: str, k: int = 10, *, log: QueryLog | None = None) -> Answer:
         """One query's answer: its top ``k`` hits, snippets where the pipeline makes them, and each stage's ms."""

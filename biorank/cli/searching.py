@@ -79,10 +79,10 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     pipeline = Pipeline(options.pipeline_settings(
         searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
-    if searcher.route_note:
-        # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
-        (click.echo if show_query else echo)(f"{'#' if show_query else 'note:'} {searcher.route_note}")
     if show_query:
+        if pipeline.searcher.route_note:
+            # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
+            click.echo(f"# {pipeline.searcher.route_note}")
         for request, body in pipeline.requests(text, k):
             click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")
     for note in pipeline.notes:
@@ -127,8 +127,8 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
                                 exact_limit=exact_limit, precision=precision, filters=filters)
     pipeline = Pipeline(options.pipeline_settings(searcher), searcher)
-    if searcher.route_note:
-        echo(f"note: {searcher.route_note}")
+    for note in pipeline.notes:
+        echo(f"note: {note}")
     with record_progress(pipeline.name, len(queries), "queries") as advance:
         answers = pipeline.run(queries, k, progress=advance,
                                log=options.query_log(settings, searcher.client, "search", no_log))
