@@ -60,7 +60,7 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
 
     facts = index_stats(options.client(settings), index_name)
     search = SearchSettings()
-    exact = facts.blocks <= search.exact_limit
+    exact = not search.takes_union(facts.blocks)
     route = (f"exact, every block ({facts.blocks:,} ≤ {search.exact_limit:,})" if exact else
              f"candidate union of the BM25 and kNN top {search.union_candidates:,} ({facts.blocks:,} blocks > "
              f"{search.exact_limit:,}; --exact-limit changes it)")

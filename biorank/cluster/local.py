@@ -371,8 +371,9 @@ class LocalNode:
             else:
                 ports = self._choose_ports(self.size)
                 todo = list(range(1, self.size + 1))
+            self._fit_jvm_options(java)
             for n in todo:
-                self._configure(n, ports, java)
+                self._configure(n, ports)
             run_as = self._service_user()
             java_home = self._reachable_java(java, run_as)
             scheme = "https" if self.settings.secure else "http"
@@ -568,14 +569,10 @@ class LocalNode:
     def _config_dir(self, number: int) -> Path:
         return self.install_dir / "config" if self.size == 1 else self.member_dir(number) / "config"
 
-    def _configure(self, number: int, ports: list[tuple[int, int]], java: Java) -> None:
-        """Write node ``number``'s configuration for a cluster whose nodes listen on ``ports``."""
+    def _configure(self, number: int, ports: list[tuple[int, int]]) -> None:
+        """Write node ``number``'s configuration for a cluster whose nodes listen on ``ports``. Runs after
+        :meth:`_fit_jvm_options`: a node of several copies the install's configuration."""
         config = self.install_dir / "config"
-        pristine = config / _PRISTINE_JVM_OPTIONS
-        if not pristine.is_file():
-            # Kept once, before biorank first fits the distribution's options to a Java.
-            shutil.copyfile(config / "jvm.options", pristine)
-        (config / "jvm.options").write_text(jvm_options_for(java, pristine.read_text()))
         size = len(ports)
         if size == 1:
             data, discovery = self.data_dir, "discovery.type: single-node\n"
@@ -606,6 +603,14 @@ class LocalNode:
             + (security.configure_security(target, self.settings.home) if s.secure else "")
         )
         (target / "jvm.options.d" / "biorank-heap.options").write_text(f"-Xms{s.heap}\n-Xmx{s.heap}\n")
+
+    def _fit_jvm_options(self, java: Java) -> None:
+        config = self.install_dir / "config"
+        pristine = config / _PRISTINE_JVM_OPTIONS
+        if not pristine.is_file():
+            # Kept once, before biorank first fits the distribution's options to a Java.
+            shutil.copyfile(config / "jvm.options", pristine)
+        (config / "jvm.options").write_text(jvm_options_for(java, pristine.read_text()))
 
     def _reachable_java(self, java: Java, run_as: pwd.struct_passwd | None) -> Path:
         """``java.home``, or a copy in the node's home where the service user cannot enter it (a JDK installed

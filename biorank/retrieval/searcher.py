@@ -32,6 +32,7 @@ from biorank.errors import BiorankError
 from biorank.retrieval.filters import FilterError, Filters
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
 from biorank.retrieval.requests import MATCH_ALL, SHIFT, filtered, knn_query, search_body, text_query
+from biorank.store.failures import reason
 from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, check_record
 from biorank.store.server import server_version
@@ -89,6 +90,10 @@ class SearchSettings:
     exact_limit: int = EXACT_LIMIT
     union_candidates: int = UNION_CANDIDATES
 
+    def takes_union(self, blocks: int) -> bool:
+        """Whether ``hybrid`` over an index of ``blocks`` blocks scores the candidate union, not every block."""
+        return self.mode == "hybrid" and blocks > self.exact_limit
+
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise QueryError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
@@ -141,7 +146,7 @@ class Searcher:
         """The mode that runs: the settings' own, except ``hybrid`` over more than ``exact_limit`` blocks, which
         takes ``hybrid-approx``'s candidate union."""
         mode = self.settings.mode
-        return "hybrid-approx" if mode == "hybrid" and self.blocks > self.settings.exact_limit else mode
+        return "hybrid-approx" if mode == "hybrid" and self.settings.takes_union(self.blocks) else mode
 
     @property
     def route_note(self) -> str | None:
@@ -379,17 +384,14 @@ _LOST_NODE = ("no_shard_available_action_exception", "node_not_connected_excepti
 
 def refusal(mode: str, index: str, error: Any) -> str:
     """One line for an error OpenSearch answered a search with; shards without a live copy are named."""
-    if not isinstance(error, dict):
-        return f"OpenSearch refused the {mode} query on {index!r}: {error}"
-    causes = [*error.get("root_cause", []), error.get("caused_by") or {}, error]
-    reason = next((c["reason"] for c in causes if c.get("reason")), error.get("type", "unknown error"))
+    causes = [*error.get("root_cause", []), error.get("caused_by") or {}] if isinstance(error, dict) else []
     missing = re.search(r"missing shards (\[.*\])\. ", json.dumps(error))
     if missing or any(c.get("type") in _LOST_NODE for c in causes):
         where = f"shards {missing.group(1)} have" if missing else "a shard has"
         return (f"index {index!r} cannot be searched in full: {where} no live copy (a node holding them is down "
                 f"and they have no replica); restart the node (`biorank cluster start` restarts lost local "
                 f"nodes) or build the index with --replicas 1 so that a lost node costs no answers")
-    return f"OpenSearch refused the {mode} query on {index!r}: {reason}"
+    return f"OpenSearch refused the {mode} query on {index!r}: {reason(error)}"
 
 
 def encode_queries(encoder: Encoder, queries: Mapping[str, str]) -> dict[str, list[float]]:

@@ -11,7 +11,10 @@ def reason(error: Any) -> str:
     if isinstance(body, dict):
         body = body.get("error", body)
         if isinstance(body, dict):
-            cause = (body.get("root_cause") or [body])[0]
+            # A search rejected before it reached a shard has no root cause, and its own reason is empty: the
+            # reason is in caused_by.
+            causes = [*body.get("root_cause", []), body.get("caused_by") or {}, body]
+            cause = next((c for c in causes if c.get("reason")), body)
             return f"{cause.get('type', 'error')}: {cause.get('reason') or ''}".strip().rstrip(":")
     if isinstance(error, BaseException) and hasattr(error, "error"):
         return str(error.error)
