@@ -30,6 +30,9 @@ def make_client(settings: ConnectionSettings, urls: list[str]) -> OpenSearch:
         # Bulk writes meet 429s under load; the writer retries those itself, with backoff.
         "retry_on_timeout": True,
         "max_retries": 3,
+        # urllib3 keeps one connection per node by default: the indexer's bulk thread and its look-up of stored
+        # documents (mget) share the client, and the second connection was opened and thrown away, with a warning.
+        "pool_maxsize": 4,
     }
     if settings.user:
         options["http_auth"] = (settings.user, settings.password or "")
