@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Iterator
 
@@ -78,28 +79,33 @@ def grown(actions: list[dict], copies: int, index: str, seed: int = 7) -> Iterat
             yield {**a, "_index": index, "_id": f"g{g}:{a['_id']}", "_source": source}
 
 
+def hold_to_avx2(node: LocalNode, hold: bool) -> None:
+    """Run the node's JVM with ``-XX:UseAVX=2`` (or take that back), so that a CPU with AVX-512 measures the code
+    an AVX2-only CPU runs: the JIT's own vector instructions are all the node has on Java 17 (no Lucene SIMD)."""
+    options = node.install_dir / "config" / "jvm.options.d" / "zz-avx2.options"
+    if hold:
+        options.write_text("-XX:UseAVX=2\n")
+    else:
+        options.unlink(missing_ok=True)
+
+
 def measure(client, size: str, body: dict, actions: list[dict], vectors: dict, queries: dict, dev: dict,
-            qrels: dict) -> dict:
+            qrels: dict, keep: bool = False) -> dict:
     index = f"bench-scale-{size}"
-    body["settings"]["index"]["similarity"]["default"]["type"] = bm25_similarity(client)
-    client.indices.delete(index=index, ignore_unavailable=True)  # left by an interrupted run
-    client.indices.create(index=index, body=body)
-    started = time.monotonic()
-    with refresh_paused(client, [index]):
-        failures = BulkWriter(client).write(grown(actions, SIZES[size], index))
-    seconds = time.monotonic() - started
-    assert not failures, failures[:3]
-    client.indices.refresh(index=index)
-    count = client.count(index=index)["count"]
-    assert count == len(actions) * SIZES[size], count
-    # As `biorank index` leaves it: flushed, not force-merged (many segments, each with its own HNSW graph).
-    client.indices.flush(index=index)
-    figures: dict = {"size": size, "blocks": count, "blocks_per_s": count / seconds}
-    print(f"{size}: {count:,} blocks in {seconds:.0f} s", flush=True)
+    blocks = len(actions) * SIZES[size]
+    figures: dict = {"size": size, "blocks": blocks}
+    if keep and client.indices.exists(index=index) and client.count(index=index)["count"] == blocks:
+        print(f"{size}: {index} kept by an earlier --keep run, not indexed again (no indexing rate)", flush=True)
+        figures["blocks_per_s"] = float("nan")
+    else:
+        figures["blocks_per_s"] = built(client, index, body, actions, SIZES[size])
+        print(f"{size}: {blocks:,} blocks at {figures['blocks_per_s']:.0f} blocks/s", flush=True)
 
     sample = dict(list(queries.items())[:150])
+    # "hybrid" is the exact score over every block here, whatever the size: hybrid's default route above
+    # --exact-limit is the union of approx-300.
     settings = {"bm25": SearchSettings(mode="bm25", fields="passage"), "dense": SearchSettings(mode="dense"),
-                "hybrid": SearchSettings(mode="hybrid")}
+                "hybrid": SearchSettings(mode="hybrid", exact_limit=sys.maxsize)}
     settings |= {f"approx-{k}": SearchSettings(mode="hybrid-approx", candidates=k) for k in CANDIDATES}
     exact = Searcher(client, index, settings["hybrid"]).search_many(sample, 10, vectors=vectors)
     exact_dev = Searcher(client, index, settings["hybrid"]).search_many(dev, 10, vectors=vectors)
@@ -117,12 +123,35 @@ def measure(client, size: str, body: dict, actions: list[dict], vectors: dict, q
         print(f"  {name}: " + ", ".join(f"{k.split('_', 1)[1]} {v:.3f}" for k, v in figures.items()
                                         if k.startswith(name + "_")), flush=True)
     figures |= node_figures(client, index)
-    client.indices.delete(index=index)
+    if not keep:
+        client.indices.delete(index=index)
     return figures
 
 
+def built(client, index: str, body: dict, actions: list[dict], copies: int) -> float:
+    """Index ``copies`` of ``actions`` into a new ``index`` as `biorank index` leaves it; blocks per second."""
+    body["settings"]["index"]["similarity"]["default"]["type"] = bm25_similarity(client)
+    client.indices.delete(index=index, ignore_unavailable=True)  # left by an interrupted run
+    client.indices.create(index=index, body=body)
+    started = time.monotonic()
+    with refresh_paused(client, [index]):
+        failures = BulkWriter(client).write(grown(actions, copies, index))
+    seconds = time.monotonic() - started
+    assert not failures, failures[:3]
+    client.indices.refresh(index=index)
+    count = client.count(index=index)["count"]
+    assert count == len(actions) * copies, count
+    # Flushed, not force-merged (many segments, each with its own HNSW graph).
+    client.indices.flush(index=index)
+    return count / seconds
+
+
 def main() -> None:
-    args = with_common_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), SIZES).parse_args()
+    parser = with_common_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), SIZES)
+    parser.add_argument("--avx2", action="store_true", help="hold the node's JVM to AVX2 (-XX:UseAVX=2)")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave each index for a later run, and measure one left complete by an earlier one")
+    args = parser.parse_args()
 
     body, actions, vectors = recorded(args.work, args.model)
     queries = read_queries(DATA / "queries_train.jsonl")
@@ -130,11 +159,14 @@ def main() -> None:
     dev = {q: queries[q] for q in split_judged(qrels, "dev")}
 
     node = LocalNode(NodeSettings(home=args.work / "node", heap=args.heap, nodes=1))
+    hold_to_avx2(node, args.avx2)
     client = connect(node.start())
     status = node.status()
-    print(f"CPU: {cpu_isa()}; OpenSearch {status.engine_version}, {status.java}, vector SIMD {status.vector_simd}; "
-          f"heap {args.heap}; {len(actions):,} recorded blocks of {args.model}")
-    results = [measure(client, size, body, actions, vectors, queries, dev, qrels) for size in args.sizes.split(",")]
+    print(f"CPU: {cpu_isa()}{', node JVM held to AVX2' if args.avx2 else ''}; OpenSearch {status.engine_version}, "
+          f"{status.java}, vector SIMD {status.vector_simd}; heap {args.heap}; {len(actions):,} recorded blocks of "
+          f"{args.model}")
+    results = [measure(client, size, body, actions, vectors, queries, dev, qrels, args.keep)
+               for size in args.sizes.split(",")]
     node.stop()
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
