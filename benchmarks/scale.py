@@ -16,7 +16,8 @@ K = 100/300/1000; for hybrid-approx, overlap@10 with the exact hybrid's ids and 
 claims (the real documents' judgements; a copy counts as not relevant, for both); heap after the queries and the
 index's disk size.
 
-    python benchmarks/scale.py --sizes 10k,100k          # the sizes to run (1m takes about an hour here)
+    python benchmarks/scale.py --sizes 10k,100k          # the sizes to run (1m: ~30 min of indexing)
+    python benchmarks/scale.py --sizes 1m --keep --avx2  # keep the index to measure it again; JVM held to AVX2
 
 Result, 2026-11-25, AMD EPYC, 2 CPUs, AVX2 only, OpenSearch 2.19.1 on Java 17 (no vector SIMD), heap 2 GB, node
 alone on the machine (``--sizes 10k,100k``, then ``--sizes 300k``; p50 / p95 ms):
@@ -33,7 +34,17 @@ alone on the machine (``--sizes 10k,100k``, then ``--sizes 300k``; p50 / p95 ms)
     | 98,780 | 1.000 / 1.000 / 1.000 | 0.6221 / 0.6221 / 0.6221 / 0.6221 |
     | 296,340 | 0.987 / 1.000 / 1.000 | 0.6052 / 0.6052 / 0.6052 / 0.6052 |
 
-nDCG@10 falls with size because a copy of a relevant abstract counts as not relevant. 1M: not measured yet.
+nDCG@10 falls with size because a copy of a relevant abstract counts as not relevant.
+
+Result, 2026-11-25, Intel Xeon, 2 CPUs, AVX-512 present, the node's JVM held to AVX2 (``--avx2``), otherwise as
+above (``--sizes 10k,1m``, then ``--sizes 1m --keep`` for the 1M figures, after its merges had settled):
+
+    | blocks | blocks/s | bm25 | dense | exact hybrid | approx K=100 | K=300 | K=1000 | heap MB | disk MB |
+    |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+    | 9,878 | 548 | 3.8/9.8 | 4.9/11.7 | 14.3/27.3 | 22.9/30.1 | 35.7/50.2 | 98.6/183.9 | — | — |
+    | 987,800 | 607 | 23.3/42.0 | 10.6/13.1 | 903.9/1103.3 | 34.0/53.2 | 53.1/72.3 | 131.6/210.7 | 1,339 | 7,414 |
+
+    987,800 blocks: overlap@10 K=100/300/1000 0.946 / 0.982 / 1.000; nDCG@10 exact 0.5800, 0.5859 / 0.5800 / 0.5800
 """
 
 from __future__ import annotations
