@@ -68,8 +68,12 @@ def test_onnx_runtime_scores_as_torch_does(reranker: CrossEncoder, tiny_reranker
         # Lengths differ, so batches differ in width: a pair scores the same alone (to float rounding).
         assert abs(alone - found[0]) < 1e-5
     else:
-        # int8 moves scores a little; the order of what the fp32 model tells apart stays.
-        assert np.corrcoef(found, expected)[0, 1] > 0.98
+        # int8 moves scores a little; the order of what the fp32 model tells apart (by a fifth of its range)
+        # stays. Not a correlation over all 20: this barely trained model's scores lie close together, and there
+        # int8's noise (its kernels differ between AVX2, VNNI and AMX CPUs) decides the order of near-ties.
+        apart = [(i, j) for i in range(len(expected)) for j in range(len(expected))
+                 if expected[i] - expected[j] > 0.2 * np.ptp(expected)]
+        assert apart and all(found[i] > found[j] for i, j in apart)
         # Activations are quantised with one scale per batch, so a pair's score moves with its neighbours.
         assert abs(alone - found[0]) < 0.2 * np.ptp(expected)
 
