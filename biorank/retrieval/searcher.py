@@ -145,8 +145,7 @@ class Searcher:
     def route(self) -> str:
         """The mode that runs: the settings' own, except ``hybrid`` over more than ``exact_limit`` blocks, which
         takes ``hybrid-approx``'s candidate union."""
-        mode = self.settings.mode
-        return "hybrid-approx" if mode == "hybrid" and self.settings.takes_union(self.blocks) else mode
+        return "hybrid-approx" if self.settings.takes_union(self.blocks) else self.settings.mode
 
     @property
     def route_note(self) -> str | None:
