@@ -78,6 +78,16 @@ def test_onnx_runtime_scores_as_torch_does(reranker: CrossEncoder, tiny_reranker
         assert abs(alone - found[0]) < 0.2 * np.ptp(expected)
 
 
+def test_a_query_longer_than_the_window_is_scored_not_refused(reranker: CrossEncoder, tiny_reranker: Path) -> None:
+    # A pasted abstract as the question: cut to the window as a long text is, the same way on either backend.
+    long_query = " ".join([CLAIM] * 12)
+    texts = ["Vitamin D and tuberculosis in a cohort.", "Gene expression in yeast under heat shock. " * 10]
+    in_torch = reranker.score(long_query, texts)
+    in_onnx = CrossEncoder(tiny_reranker, max_length=64, batch_size=8, precision="onnx").score(long_query, texts)
+    assert in_torch.shape == (2,) and np.all(np.isfinite(in_torch))
+    np.testing.assert_allclose(in_onnx, in_torch, atol=1e-4)
+
+
 def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker: CrossEncoder, tiny_reranker: Path,
                                                                         sample_index: str, opensearch) -> None:
     hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 12)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
 from biorank.models.encoder import auto_precision, model_identity, native_bf16, quiet_loading, resolve_model
-from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, cached
+from biorank.models.runtime import ONNX_PRECISIONS, PAIR_TRUNCATION, OnnxModel, cached
 
 if TYPE_CHECKING:
     import numpy as np
@@ -151,7 +151,7 @@ class CrossEncoder:
             # Filler rows keep every batch the same shape, so a pair's score never depends on its batch.
             filled = chunk + [("", "")] * (self.batch_size - len(chunk))
             inputs = self._tokenizer(
-                [q for q, _ in filled], [t for _, t in filled], truncation="only_second",
+                [q for q, _ in filled], [t for _, t in filled], truncation=PAIR_TRUNCATION,
                 max_length=self.max_length, padding="max_length", return_tensors="pt",
             ).to(self._device)
             with torch.inference_mode(), torch.autocast(device_type=torch.device(self._device).type,

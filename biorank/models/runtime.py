@@ -38,6 +38,10 @@ ONNX_PRECISIONS: tuple[OnnxPrecision, ...] = ("onnx", "int8")
 FILES = {"onnx": "model.onnx", "int8": "model-int8.onnx"}
 MANIFEST = "manifest.json"
 FORMAT = 1
+PAIR_TRUNCATION = "longest_first"
+"""How a (query, text) pair is cut to the cross-encoder's window: from the longer of the two, so the text alone
+while it is the longer (a usual query keeps every word piece, as ``only_second`` would keep it) and the query
+too when a query is longer than its text, which ``only_second`` refuses with an error."""
 """Bumped when the export changes what the files hold, so that older caches are made again."""
 
 
@@ -176,8 +180,8 @@ class OnnxModel:
             self.tokenizer.no_truncation()
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]], *, batch_size: int, max_length: int) -> np.ndarray:
-        """The cross-encoder's logit of each (query, text) pair; only the text is ever cut."""
-        self.tokenizer.enable_truncation(max_length, strategy="only_second")
+        """The cross-encoder's logit of each (query, text) pair, cut as :data:`PAIR_TRUNCATION` says."""
+        self.tokenizer.enable_truncation(max_length, strategy=PAIR_TRUNCATION)
         try:
             return self._run(self.tokenizer.encode_batch(list(pairs)), batch_size)[:, 0]
         finally:
