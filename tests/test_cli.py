@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from biorank.cli import cli
@@ -55,3 +56,22 @@ def test_a_missing_index_is_one_clear_line(opensearch_url: str) -> None:
     assert result.exit_code == 1
     assert result.output.strip() == ("Error: no such index: biorank-test-no-such-index; "
                                      "`biorank indices` lists them")
+
+
+def test_piped_progress_gives_the_rate_or_for_slow_work_the_time_each(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    from biorank.cli import render
+
+    now = [0.0]
+    monkeypatch.setattr(render.time, "monotonic", lambda: now[0])
+    with render.stage_progress() as progress:
+        progress("encoding", 0, 1000)
+        now[0] = 10.0
+        progress("encoding", 500, 1000)
+        progress("training", 0, 90)
+        now[0] = 60.0
+        progress("training", 2, 90)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "encoding: 500/1000 done, 50.0/s, 10 s left"
+    # The training stage began at 10 s: 2 steps in 50 s.
+    assert lines[1] == "training: 2/90 done, 25.0 s each, 2200 s left"

@@ -112,7 +112,9 @@ class _PlainProgress:
             rate = self.done / elapsed
             left = (self.total - self.done) / rate if rate > 0 else float("inf")
             eta = f", {left:.0f} s left" if left != float("inf") and self.done < self.total else ""
-            echo(f"{self.what}: {self.done}/{self.total} {self.unit}, {rate:.1f}/s{eta}")
+            # Slow work (a training step of half a minute) reads better as time per item than as 0.0/s.
+            pace = f"{rate:.1f}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s each"
+            echo(f"{self.what}: {self.done}/{self.total} {self.unit}, {pace}{eta}")
 
 
 @contextlib.contextmanager
