@@ -14,6 +14,7 @@ without its query instruction) share the index: only the record's query prefix i
 
     python benchmarks/encoder_choice.py --url http://127.0.0.1:9200 --datasets bioasq7b,nfcorpus,scifact \\
         --variants minilm,bge,bge-instruct,e5 --out encoder-choice
+    python benchmarks/encoder_choice.py --variants bge,bge-tuned=models/encoder-all   # a trained one beside
 
 Indexing speed (docs/s, blocks only) is the build's own figure, taken when the index was made (the JSON in
 ``--out`` keeps it); query encoding is the warm mean over 100 single queries in ONNX Runtime fp32 (what a
@@ -112,10 +113,12 @@ def main() -> None:
     for dataset in args.datasets.split(","):
         corpus, queries, qrels, splits = collection(dataset)
         for variant in args.variants.split(","):
-            model, query_prefix = VARIANTS[variant]
+            # NAME=FOLDER: a trained encoder (train-encoder's output), with its own index.
+            variant, _, folder = variant.partition("=")
+            model, query_prefix = (folder, None) if folder else VARIANTS[variant]
             encoder = Encoder(model, prefixes=model_prefixes(model).but(query=query_prefix),
                               precision="onnx")
-            index = f"encoder-choice-{dataset}-{model.split('-')[0]}".lower()
+            index = f"encoder-choice-{dataset}-{variant if folder else model.split('-')[0]}".lower()
             key = f"{dataset}/{variant}"
             row = results.get(key, {})
             if not client.indices.exists(index=index):

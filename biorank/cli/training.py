@@ -8,9 +8,10 @@ import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import echo, stage_progress
+from biorank.cli.render import console, echo, stage_progress, table
 from biorank.config import ConnectionSettings
 from biorank.models.encoder import DEFAULT_MODEL, PACKAGED_MODEL
+from biorank.types import stage_counter
 
 
 @cli.command("train-reranker")
@@ -21,7 +22,14 @@ from biorank.models.encoder import DEFAULT_MODEL, PACKAGED_MODEL
 @click.option("--negatives-per-positive", type=click.IntRange(1), default=20, show_default=True,
               help="Negatives drawn for each judged-relevant document.")
 @click.option("--negatives-from-top", type=click.IntRange(1), default=500, show_default=True,
-              help="Draw them from this BM25 depth (never a judged document).")
+              help="Draw them from this BM25 depth (never a judged document); with --supervision, from the "
+                   "depth it was gathered with.")
+@click.option("--supervision", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Train on what `biorank gather-supervision` wrote (every source's judgements, negatives from "
+                   "the pooled BM25 top) instead of --queries; --queries/--qrels then only validate, on their dev "
+                   "split.")
+@click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True,
+              help="With --supervision: relevant passages trained per query, of its best grade.")
 @click.option("--epochs", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=5e-5, show_default=True)
 @click.option("--max-length", type=click.IntRange(8, 512), default=256, show_default=True,
@@ -29,7 +37,8 @@ from biorank.models.encoder import DEFAULT_MODEL, PACKAGED_MODEL
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
 @click.pass_obj
 def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, out: Path,
-                   max_steps: int | None, seed: int, no_store: bool, **recipe: object) -> None:
+                   max_steps: int | None, seed: int, no_store: bool, supervision: Path | None,
+                   **recipe: object) -> None:
     """Train a cross-encoder reranker from judgements and BM25 negatives (Hofstätter et al.).
 
     \b
@@ -41,15 +50,20 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     Example (SciFact train, about 30 minutes on 2 CPU cores):
       biorank train-reranker --queries claims_train.jsonl --qrels qrels/train.tsv --index scifact \\
           --out models/reranker-scifact
+    Every source at once (see gather-supervision), validated on SciFact's dev split:
+      biorank train-reranker --supervision supervision --queries claims_train.jsonl --qrels qrels/train.tsv \\
+          --index scifact --out models/reranker-all
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.store.record import store_reranker
     from biorank.training.reranker import RerankerTraining, train_reranker
+    from biorank.training.supervision import read
 
     searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
     with stage_progress() as progress:
         report = train_reranker(searcher, read_queries(queries_path), read_qrels(qrels_path), out,
-                                RerankerTraining(max_steps=max_steps, seed=seed, **recipe), progress=progress, log=echo)
+                                RerankerTraining(max_steps=max_steps, seed=seed, **recipe),
+                                supervision=read(supervision) if supervision else None, progress=progress, log=echo)
     click.echo(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
                f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25; model and card in {out}")
     if not no_store:
@@ -69,14 +83,24 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
 @click.option("--hard-negatives", type=click.IntRange(0), default=0, show_default=True,
               help="BM25 negatives per supervised pair, besides the in-batch ones (never a judged document).")
 @click.option("--negatives-from-top", type=click.IntRange(1), default=100, show_default=True,
-              help="Draw them from this BM25 depth.")
+              help="Draw them from this BM25 depth; with --supervision, from the depth it was gathered with.")
+@click.option("--supervision", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Train on what `biorank gather-supervision` wrote (every source's judgements, pooled BM25 "
+                   "negatives) instead of --queries; --queries/--qrels then only validate, on their dev split.")
+@click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True,
+              help="With --supervision: relevant passages trained per query, of its best grade.")
+@click.option("--max-seq-length", type=click.IntRange(8, 512), default=None,
+              help="Word pieces read per text while training and validating [default: the base model's window]. "
+                   "Memory grows with it and the batch: bge's 512 with 64 passages a step took more than a 24 GB "
+                   "machine has, 256 about 11 GB. The saved model keeps the base model's window.")
 @click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--batch-size", type=click.IntRange(2), default=32, show_default=True,
               help="Pairs per batch: each other's negatives.")
 @click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=2e-5, show_default=True)
 @click.pass_obj
 def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, out: Path,
-                  max_steps: int | None, seed: int, synthetic_kinds: str, **recipe: object) -> None:
+                  max_steps: int | None, seed: int, synthetic_kinds: str, supervision: Path | None,
+                  **recipe: object) -> None:
     """Fine-tune the dense encoder with in-batch negatives on judged pairs and synthetic pairs (Ma et al.).
 
     \b
@@ -90,16 +114,63 @@ def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: s
     Example (SciFact train, see the README for the time it takes on 2 CPU cores):
       biorank train-encoder --queries claims_train.jsonl --qrels qrels/train.tsv --index scifact \\
           --out models/encoder-scifact
+    Every source at once (see gather-supervision), validated on SciFact's dev split:
+      biorank train-encoder --supervision supervision --queries claims_train.jsonl --qrels qrels/train.tsv \\
+          --index scifact --out models/encoder-all --synthetic-ratio 0
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.training.encoder import EncoderTraining, train_encoder
+    from biorank.training.supervision import read
 
     config = EncoderTraining(max_steps=max_steps, seed=seed, **recipe,
                              synthetic_kinds=tuple(k.strip() for k in synthetic_kinds.split(",") if k.strip()))
     searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
     with stage_progress() as progress:
         report = train_encoder(searcher, read_queries(queries_path), read_qrels(qrels_path), out, config,
-                               progress=progress, log=echo)
+                               supervision=read(supervision) if supervision else None, progress=progress, log=echo)
     click.echo(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 (dense) "
                f"{report.best:.4f} against {report.baseline:.4f} for the base encoder; model and card in {out}")
     click.echo(f"next: biorank reindex-vectors --index {index_name} --model {out}")
+
+
+@cli.command("gather-supervision")
+@click.argument("data", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for passages.jsonl (the pool) and queries.jsonl (judged queries with negatives).")
+@click.option("--negatives-from-top", type=click.IntRange(1, 1000), default=100, show_default=True,
+              help="Keep each query's BM25 top this deep over the pool, judged documents left out.")
+@click.pass_obj
+def gather_supervision(settings: ConnectionSettings, data: Path, out: Path, negatives_from_top: int) -> None:
+    """Gather every judgement under DATA into training material with BM25 negatives.
+
+    \b
+    DATA is laid out as the shared data folder: scifact/ (claims -> cited abstracts and evidence sentences),
+    bioasq/ (7B-9B questions -> gold snippets, and gold abstracts where bioasq/abstracts/ has them),
+    nfcorpus/ (titles queries -> graded documents), pubmedqa/ (question -> its abstract); pubmed/ only adds
+    texts to the pool. A missing source is skipped.
+
+    \b
+    Held out as "dev" (never trained on): SciFact's dev split by either notion of relevance, NFCorpus dev, the
+    BioASQ 7B questions that evaluation scores end to end; the other BioASQ and PubMedQA queries by a hash of
+    their id (20%). Negatives are the BM25 top of the pool of every text (a working index on the cluster,
+    deleted afterwards), never a text of a document judged for the query.
+
+    \b
+    Example:
+      biorank gather-supervision ../shared/data --out supervision
+    """
+    from biorank.training.supervision import KINDS, bm25_negatives, gather, write
+
+    supervision = gather(data, log=echo)
+    echo(f"{len(supervision.queries)} judged queries, {len(supervision.passages)} texts in the pool"
+         + (f"; {supervision.dropped} training queries left out as repeats of held-out ones" if supervision.dropped
+            else ""))
+    with stage_progress() as progress:
+        bm25_negatives(options.client(settings), supervision, negatives_from_top,
+                       progress=stage_counter(progress, "BM25 negatives", len(supervision.queries)))
+    write(supervision, out)
+    rows = supervision.counts()
+    columns = ["source", "split", "queries", *KINDS, "with negatives"]
+    console().print(table("judged queries and their relevant texts", columns,
+                          [[row[c] for c in columns] for row in rows], right=columns[2:]))
+    click.echo(f"written to {out}/passages.jsonl and {out}/queries.jsonl")

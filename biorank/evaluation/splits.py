@@ -6,6 +6,7 @@ The split depends only on the query ids, the share and the seed, never on the or
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterable
 from typing import Literal
@@ -25,6 +26,13 @@ def dev_split(query_ids: Iterable[str], fraction: float = DEV_FRACTION, seed: in
     ids = sorted(set(query_ids))
     dev = set(random.Random(seed).sample(ids, round(len(ids) * fraction)))
     return [q for q in ids if q not in dev], [q for q in ids if q in dev]
+
+
+def hashed_split(source: str, query_id: str, fraction: float = DEV_FRACTION) -> Literal["dev", "train"]:
+    """``dev`` for a fixed ``fraction`` of query ids, by a hash of the source's name and the id alone: adding,
+    removing or reordering other queries never moves a query from one side to the other."""
+    digest = hashlib.sha256(f"{source}\0{query_id}".encode()).digest()
+    return "dev" if int.from_bytes(digest[:8], "big") < fraction * 2**64 else "train"
 
 
 Split = Literal["dev", "rest", "all"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ from biorank.training.loop import (
     use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
+from biorank.training.supervision import Supervision, TrainingPair, training_pairs
 from biorank.training.synthetic import KINDS, SyntheticPair, generators, make_pairs, sample_documents
 from biorank.types import Qrels, StageProgress, stage_counter
 
@@ -79,6 +81,8 @@ class EncoderTraining(Recipe):
     hard_negatives: int = 0
     """BM25 negatives per supervised pair, on top of the in-batch ones."""
     negatives_from_top: int = 100
+    positives_per_query: int = 2
+    """With gathered supervision: relevant passages trained per query (of its best grade)."""
     batch_size: int = 32
     scale: float = 20.0
     """Cosines are multiplied by this before the softmax (sentence-transformers' default for this loss)."""
@@ -111,6 +115,8 @@ class EncoderTrainingReport(TrainingReport):
     """Supervised (query, relevant passage) pairs of the training queries."""
     synthetic: dict[str, int] = field(default_factory=dict)
     """Synthetic pairs made, by kind."""
+    sources: dict[str, int] = field(default_factory=dict)
+    """With gathered supervision: its pairs trained on, by source."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,26 +131,42 @@ class _Example:
 
 
 def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
-                  config: EncoderTraining = EncoderTraining(), *, progress: StageProgress | None = None,
-                  log: Callable[[str], None] = print) -> EncoderTrainingReport:
+                  config: EncoderTraining = EncoderTraining(), *, supervision: Supervision | None = None,
+                  progress: StageProgress | None = None, log: Callable[[str], None] = print) -> EncoderTrainingReport:
     """Train on the queries outside the dev split and synthetic pairs, validate on the dev split, keep the
-    best epoch in ``out``. ``progress(stage, done, total)`` is told about each stage's work."""
+    best epoch in ``out``. ``progress(stage, done, total)`` is told about each stage's work.
+
+    With ``supervision`` (:mod:`biorank.training.supervision`) the supervised pairs are its training pairs
+    instead, hard negatives drawn from its pooled BM25 negatives; ``queries`` and ``qrels`` then only validate
+    (their dev split, whose texts are never trained on)."""
     import torch
 
     started = time.perf_counter()
     client, index = searcher.client, searcher.index
     rest, dev = training_split(queries, qrels, log)
 
-    pools: dict[str, list[str]] = {}
-    if config.hard_negatives:
-        pools = bm25_candidates(searcher, {q: queries[q] for q in rest}, config.negatives_from_top,
-                                progress=stage_counter(progress, "BM25 negatives", len(rest)))
-    groups = sample_negatives(pools, qrels, rest, per_positive=config.hard_negatives, seed=config.seed)
-    examples = _supervised(client, index, groups, queries, qrels)
-    if len(examples) < len(groups):
-        log(f"{len(groups) - len(examples)} judged documents are not in {index}; their pairs are left out")
-    if not examples:
-        raise TrainingError("no training pairs: are the qrels' documents in this index?")
+    sources: dict[str, int] = {}
+    if supervision is not None:
+        pairs = training_pairs(supervision, positives_per_query=config.positives_per_query,
+                               negatives=config.hard_negatives, seed=config.seed,
+                               leave_out=[queries[q] for q in dev])
+        examples = [_from_pair(pair) for pair in pairs]
+        sources = dict(Counter(p.query.source for p in pairs))
+        log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} pairs); "
+            f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
+        if not examples:
+            raise TrainingError("the supervision has no training pairs")
+    else:
+        pools: dict[str, list[str]] = {}
+        if config.hard_negatives:
+            pools = bm25_candidates(searcher, {q: queries[q] for q in rest}, config.negatives_from_top,
+                                    progress=stage_counter(progress, "BM25 negatives", len(rest)))
+        groups = sample_negatives(pools, qrels, rest, per_positive=config.hard_negatives, seed=config.seed)
+        examples = _supervised(client, index, groups, queries, qrels)
+        if len(examples) < len(groups):
+            log(f"{len(groups) - len(examples)} judged documents are not in {index}; their pairs are left out")
+        if not examples:
+            raise TrainingError("no training pairs: are the qrels' documents in this index?")
 
     torch.manual_seed(config.seed)
     encoder = _load_base(config)
@@ -191,7 +213,8 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
         total_steps=total_steps, loss_at=loss_at, validate=validate, baseline=("base encoder", baseline),
         started=started, progress=progress, log=log)
     report = EncoderTrainingReport(out, time.perf_counter() - started, result.steps, len(rest), len(dev), baseline,
-                                   result.history, result.best_epoch, pairs=len(examples), synthetic=kinds)
+                                   result.history, result.best_epoch, pairs=len(examples), synthetic=kinds,
+                                   sources=sources)
     _write_card(out, report, config, index, len(blocks[0]))
     remove_checkpoint(out)
     return report
@@ -260,6 +283,11 @@ def _synthetic(client: OpenSearch, index: str, encoder: Encoder, config: Encoder
     if not pairs:
         raise TrainingError(f"no synthetic pairs could be made from {index}; train with --synthetic-ratio 0")
     return pairs
+
+
+def _from_pair(pair: TrainingPair) -> _Example:
+    return _Example(pair.query.text, pair.positive.text, pair.positive.document, pair.query.judged,
+                    tuple((n.document, n.text) for n in pair.negatives))
 
 
 def _from_synthetic(pair: SyntheticPair) -> _Example:
@@ -350,6 +378,18 @@ def _load_weights(model: Any, folder: Path) -> None:
     model.load_state_dict(trained.state_dict())
 
 
+def _pairs_described(report: EncoderTrainingReport, config: EncoderTraining) -> str:
+    negatives = (f", each with up to {config.hard_negatives} BM25 negatives, never a judged document"
+                 if config.hard_negatives else "")
+    if report.sources:
+        sources = ", ".join(f"{source} {n}" for source, n in report.sources.items())
+        return (f"{report.pairs} from `biorank gather-supervision` ({sources}): up to {config.positives_per_query} "
+                f"relevant passages of each training query's best grade{negatives} from the pooled corpus's "
+                "BM25 top, of the positive's grain")
+    return (f"{report.pairs} (query, the relevant document's block BM25 ranks highest){negatives} from the top "
+            f"{config.negatives_from_top}")
+
+
 def _write_card(out: Path, report: EncoderTrainingReport, config: EncoderTraining, index: str, blocks: int) -> None:
     kinds = ", ".join(f"{n} {kind}" for kind, n in report.synthetic.items())
     write_model_card(
@@ -362,10 +402,7 @@ def _write_card(out: Path, report: EncoderTrainingReport, config: EncoderTrainin
                  "--model`."),
         data={"index": index, "training queries": report.train_queries,
               "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
-              "supervised pairs": (f"{report.pairs} (query, the relevant document's block BM25 ranks highest)"
-                                   + (f", each with {config.hard_negatives} BM25 negatives from the top "
-                                      f"{config.negatives_from_top}, never a judged document"
-                                      if config.hard_negatives else "")),
+              "supervised pairs": _pairs_described(report, config),
               "synthetic pairs": (f"{sum(report.synthetic.values())} ({kinds}), {config.synthetic_per_batch} of "
                                   f"every batch of {config.batch_size}" if report.synthetic else "none"),
               "validation": f"dense retrieval over all {blocks} blocks, a document scored by its best block"},

@@ -16,8 +16,9 @@ is what lands in the output folder, with a model card. A checkpoint every ``chec
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from biorank.config import SEED
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
 from biorank.models.encoder import PACKAGED_MODEL, quiet_loading
+from biorank.models.runtime import PAIR_TRUNCATION
 from biorank.stages.rerank import DEFAULT_DEPTH, fetch_texts, rerank_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
@@ -40,7 +42,8 @@ from biorank.training.loop import (
     training_split,
     use_bf16,
 )
-from biorank.training.negatives import TrainingGroup, bm25_candidates, sample_negatives
+from biorank.training.negatives import bm25_candidates, sample_negatives
+from biorank.training.supervision import Supervision, training_pairs
 from biorank.types import Qrels, stage_counter
 
 if TYPE_CHECKING:
@@ -56,42 +59,62 @@ class RerankerTraining(Recipe):
     negatives_from_top: int = 500
     max_length: int = DEFAULT_MAX_LENGTH
     validation_depth: int = DEFAULT_DEPTH
+    positives_per_query: int = 2
+    """With gathered supervision: relevant passages trained per query (of its best grade)."""
 
 
 @dataclass
 class RerankerTrainingReport(TrainingReport):
     groups: int = 0
     """Judged-relevant (query, document) pairs trained on, each with its negatives."""
+    sources: dict[str, int] = field(default_factory=dict)
+    """With gathered supervision: its groups trained on, by source."""
 
 
 def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
-                   config: RerankerTraining = RerankerTraining(), *,
+                   config: RerankerTraining = RerankerTraining(), *, supervision: Supervision | None = None,
                    progress: Callable[[str, int, int], None] | None = None,
                    log: Callable[[str], None] = print) -> RerankerTrainingReport:
     """Train on the queries outside the dev split, validate on it, keep the best epoch in ``out``.
 
-    ``progress(stage, done, total)`` is told about candidate retrieval and training steps.
+    With ``supervision`` (:mod:`biorank.training.supervision`) the groups are its training pairs instead, each
+    positive with negatives of its grain from the pooled BM25 top; ``queries`` and ``qrels`` then only validate
+    (their dev split, whose texts are never trained on). ``progress(stage, done, total)`` is told about
+    candidate retrieval and training steps.
     """
     import torch
 
     started = time.perf_counter()
     rest, dev = training_split(queries, qrels, log)
-    judged = sorted(rest + dev)
+    trained_on = dev if supervision is not None else sorted(rest + dev)
 
     depth = max(config.negatives_from_top, config.validation_depth)
-    retrieved = stage_counter(progress, "BM25 candidates", len(judged))
-    candidates = bm25_candidates(searcher, {q: queries[q] for q in judged}, depth, progress=retrieved)
-    pools = {q: ids[: config.negatives_from_top] for q, ids in candidates.items()}
-    groups = [g for g in sample_negatives(pools, qrels, rest, per_positive=config.negatives_per_positive,
-                                          seed=config.seed) if g.negatives]
+    retrieved = stage_counter(progress, "BM25 candidates", len(trained_on))
+    candidates = bm25_candidates(searcher, {q: queries[q] for q in trained_on}, depth, progress=retrieved)
     dev_candidates = {q: candidates[q][: config.validation_depth] for q in dev}
-    wanted = {d for g in groups for d in (g.positive, *g.negatives)} | {d for ids in dev_candidates.values()
-                                                                        for d in ids}
+    groups: list[Group] = []
+    sources: dict[str, int] = {}
+    if supervision is not None:
+        pairs = training_pairs(supervision, positives_per_query=config.positives_per_query,
+                               negatives=config.negatives_per_positive, seed=config.seed,
+                               leave_out=[queries[q] for q in dev])
+        groups = [Group(p.query.text, (p.positive.text, *(n.text for n in p.negatives))) for p in pairs if p.negatives]
+        sources = dict(Counter(p.query.source for p in pairs if p.negatives))
+        log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} groups); "
+            f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
+    wanted = {d for ids in dev_candidates.values() for d in ids}
+    if supervision is None:
+        pools = {q: ids[: config.negatives_from_top] for q, ids in candidates.items()}
+        drawn = [g for g in sample_negatives(pools, qrels, rest, per_positive=config.negatives_per_positive,
+                                             seed=config.seed) if g.negatives]
+        wanted |= {d for g in drawn for d in (g.positive, *g.negatives)}
     texts = fetch_texts(searcher.client, searcher.index, sorted(wanted))
-    missing = len(wanted) - len(texts)
-    if missing:
-        log(f"{missing} judged or retrieved documents are not in the index; their groups are left out")
-        groups = [g for g in groups if g.positive in texts and all(n in texts for n in g.negatives)]
+    if supervision is None:
+        missing = len(wanted) - len(texts)
+        if missing:
+            log(f"{missing} judged or retrieved documents are not in the index; their groups are left out")
+        groups = [Group(queries[g.query_id], tuple(texts[d] for d in (g.positive, *g.negatives))) for g in drawn
+                  if g.positive in texts and all(n in texts for n in g.negatives)]
     if not groups:
         raise TrainingError("no training groups: are the qrels' documents in this index?")
     dev_qrels = {q: qrels[q] for q in dev}
@@ -108,11 +131,11 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
 
     out.mkdir(parents=True, exist_ok=True)
     report = RerankerTrainingReport(out, train_queries=len(rest), dev_queries=len(dev), baseline=baseline,
-                                    groups=len(groups))
+                                    groups=len(groups), sources=sources)
 
     def loss_at(epoch: int, position: int) -> Any:
         group = groups[epoch_order(len(groups), config.seed, epoch)[position]]
-        return _group_loss(model, tokenizer, group, queries, texts, config.max_length, bf16)
+        return _group_loss(model, tokenizer, group, config.max_length, bf16)
 
     result = run_epochs(
         model, optimizer, schedule, config, out, save_model=lambda folder: _save_model(model, tokenizer, folder),
@@ -127,12 +150,19 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     return report
 
 
-def _group_loss(model: Any, tokenizer: Any, group: TrainingGroup, queries: Mapping[str, str],
-                texts: Mapping[str, str], max_length: int, bf16: bool) -> Any:
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A query and the texts scored together: the relevant one first, then its negatives."""
+
+    query: str
+    texts: tuple[str, ...]
+
+
+def _group_loss(model: Any, tokenizer: Any, group: Group, max_length: int, bf16: bool) -> Any:
     import torch
 
-    documents = [texts[group.positive], *(texts[n] for n in group.negatives)]
-    inputs = tokenizer([queries[group.query_id]] * len(documents), documents, truncation="only_second",
+    documents = list(group.texts)
+    inputs = tokenizer([group.query] * len(documents), documents, truncation=PAIR_TRUNCATION,
                        max_length=max_length, padding="longest", return_tensors="pt")
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16):
         logits = model(**inputs).logits[:, 0]
@@ -167,6 +197,16 @@ def _load_weights(model: Any, folder: Path) -> None:
     model.load_state_dict(trained.state_dict())
 
 
+def _negatives_described(report: RerankerTrainingReport, config: RerankerTraining) -> str:
+    if report.sources:
+        sources = ", ".join(f"{source} {n}" for source, n in report.sources.items())
+        return (f"groups from `biorank gather-supervision` ({sources}), up to {config.positives_per_query} per "
+                f"query; up to {config.negatives_per_positive} negatives per positive drawn from the pooled "
+                "corpus's BM25 top, of the positive's grain, never a text of a judged document")
+    return (f"up to {config.negatives_per_positive} per positive, uniformly from the BM25 top "
+            f"{config.negatives_from_top}, never a judged document")
+
+
 def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTraining, index: str) -> None:
     write_model_card(
         out,
@@ -177,8 +217,7 @@ def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTrain
         data={"index": index, "training queries": report.train_queries,
               "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
               "groups (judged-relevant pairs)": report.groups,
-              "negatives": (f"up to {config.negatives_per_positive} per positive, uniformly from the BM25 top "
-                            f"{config.negatives_from_top}, never a judged document")},
+              "negatives": _negatives_described(report, config)},
         recipe={k: v for k, v in asdict(config).items()},
         history=report.history,
         result={f"dev {METRIC}, BM25 top {config.validation_depth}": report.baseline,
