@@ -75,3 +75,13 @@ def test_piped_progress_gives_the_rate_or_for_slow_work_the_time_each(monkeypatc
     assert lines[0] == "encoding: 500/1000 done, 50.0/s, 10 s left"
     # The training stage began at 10 s: 2 steps in 50 s.
     assert lines[1] == "training: 2/90 done, 25.0 s each, 2200 s left"
+    # A stage run again (validation after every epoch) is timed from its new start.
+    with render.stage_progress() as progress:
+        progress("validation", 0, 100)
+        now[0] = 100.0
+        progress("validation", 100, 100)
+        progress("validation", 0, 100)
+        now[0] = 110.0
+        progress("validation", 50, 100)
+    assert capsys.readouterr().err.splitlines() == ["validation: 100/100 done, 2.5/s",
+                                                    "validation: 50/100 done, 5.0/s, 10 s left"]

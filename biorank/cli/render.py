@@ -145,7 +145,10 @@ def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
         lines: dict[str, _PlainProgress] = {}
 
         def say(stage: str, done: int, total: int) -> None:
-            lines.setdefault(stage, _PlainProgress(stage, total, "done")).advance(0, done)
+            # A stage that starts again (validation after every epoch) counts its rate afresh.
+            if stage not in lines or done < lines[stage].done:
+                lines[stage] = _PlainProgress(stage, total, "done")
+            lines[stage].advance(0, done)
 
         yield say
         return
