@@ -156,8 +156,10 @@ def test_the_encoder_trains_on_gathered_supervision(with_negatives: Path, opense
     assert "training on the gathered supervision (scifact " in result.output and "pubmedqa " in result.output
     record = json.loads((tmp_path / "training.json").read_text())
     described = record["data"]["supervised pairs"]
-    assert "from `biorank gather-supervision` (scifact " in described and "up to 1 relevant passages" in described
+    assert "from `biorank gather-supervision` (scifact " in described and "up to 1 relevant passage(s)" in described
     assert record["result"]["training steps"] == 2 and (tmp_path / "modules.json").is_file()
+    # The queries trained on are the gathered ones, not the validating file's.
+    assert record["data"]["training queries"] > 800
 
 
 def test_the_reranker_trains_on_gathered_supervision(with_negatives: Path, opensearch: OpenSearch,

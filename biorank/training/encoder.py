@@ -146,12 +146,14 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
     rest, dev = training_split(queries, qrels, log)
 
     sources: dict[str, int] = {}
+    trained = len(rest)
     if supervision is not None:
         pairs = training_pairs(supervision, positives_per_query=config.positives_per_query,
                                negatives=config.hard_negatives, seed=config.seed,
                                leave_out=[queries[q] for q in dev])
         examples = [_from_pair(pair) for pair in pairs]
         sources = dict(Counter(p.query.source for p in pairs))
+        trained = len({(p.query.source, p.query.id) for p in pairs})
         log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} pairs); "
             f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
         if not examples:
@@ -212,7 +214,7 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
         load_model=lambda folder: _load_weights(model, folder), steps_per_epoch=steps_per_epoch,
         total_steps=total_steps, loss_at=loss_at, validate=validate, baseline=("base encoder", baseline),
         started=started, progress=progress, log=log)
-    report = EncoderTrainingReport(out, time.perf_counter() - started, result.steps, len(rest), len(dev), baseline,
+    report = EncoderTrainingReport(out, time.perf_counter() - started, result.steps, trained, len(dev), baseline,
                                    result.history, result.best_epoch, pairs=len(examples), synthetic=kinds,
                                    sources=sources)
     _write_card(out, report, config, index, len(blocks[0]))
@@ -379,15 +381,15 @@ def _load_weights(model: Any, folder: Path) -> None:
 
 
 def _pairs_described(report: EncoderTrainingReport, config: EncoderTraining) -> str:
-    negatives = (f", each with up to {config.hard_negatives} BM25 negatives, never a judged document"
-                 if config.hard_negatives else "")
     if report.sources:
         sources = ", ".join(f"{source} {n}" for source, n in report.sources.items())
         return (f"{report.pairs} from `biorank gather-supervision` ({sources}): up to {config.positives_per_query} "
-                f"relevant passages of each training query's best grade{negatives} from the pooled corpus's "
-                "BM25 top, of the positive's grain")
-    return (f"{report.pairs} (query, the relevant document's block BM25 ranks highest){negatives} from the top "
-            f"{config.negatives_from_top}")
+                "relevant passage(s) of each training query's best grade"
+                + (f", each with up to {config.hard_negatives} negative(s) of its grain from the pooled corpus's "
+                   "BM25 top, never a text of a judged document" if config.hard_negatives else ""))
+    return (f"{report.pairs} (query, the relevant document's block BM25 ranks highest)"
+            + (f", each with {config.hard_negatives} BM25 negatives from the top {config.negatives_from_top}, "
+               "never a judged document" if config.hard_negatives else ""))
 
 
 def _write_card(out: Path, report: EncoderTrainingReport, config: EncoderTraining, index: str, blocks: int) -> None:

@@ -94,12 +94,14 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     dev_candidates = {q: candidates[q][: config.validation_depth] for q in dev}
     groups: list[Group] = []
     sources: dict[str, int] = {}
+    trained = len(rest)
     if supervision is not None:
         pairs = training_pairs(supervision, positives_per_query=config.positives_per_query,
                                negatives=config.negatives_per_positive, seed=config.seed,
                                leave_out=[queries[q] for q in dev])
         groups = [Group(p.query.text, (p.positive.text, *(n.text for n in p.negatives))) for p in pairs if p.negatives]
         sources = dict(Counter(p.query.source for p in pairs if p.negatives))
+        trained = len({(p.query.source, p.query.id) for p in pairs if p.negatives})
         log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} groups); "
             f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
     wanted = {d for ids in dev_candidates.values() for d in ids}
@@ -130,7 +132,7 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
 
     out.mkdir(parents=True, exist_ok=True)
-    report = RerankerTrainingReport(out, train_queries=len(rest), dev_queries=len(dev), baseline=baseline,
+    report = RerankerTrainingReport(out, train_queries=trained, dev_queries=len(dev), baseline=baseline,
                                     groups=len(groups), sources=sources)
 
     def loss_at(epoch: int, position: int) -> Any:
