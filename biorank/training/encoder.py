@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,7 +51,7 @@ from biorank.training.loop import (
     use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
-from biorank.training.supervision import Supervision, TrainingPair, training_pairs
+from biorank.training.supervision import Supervision, TrainingPair, trained_on, training_pairs
 from biorank.training.synthetic import KINDS, SyntheticPair, generators, make_pairs, sample_documents
 from biorank.types import Qrels, StageProgress, stage_counter
 
@@ -152,8 +151,7 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
                                negatives=config.hard_negatives, seed=config.seed,
                                leave_out=[queries[q] for q in dev])
         examples = [_from_pair(pair) for pair in pairs]
-        sources = dict(Counter(p.query.source for p in pairs))
-        trained = len({(p.query.source, p.query.id) for p in pairs})
+        sources, trained = trained_on(pairs)
         log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} pairs); "
             f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
         if not examples:

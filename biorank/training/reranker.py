@@ -16,7 +16,6 @@ is what lands in the output folder, with a model card. A checkpoint every ``chec
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from biorank.training.loop import (
     use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
-from biorank.training.supervision import Supervision, training_pairs
+from biorank.training.supervision import Supervision, trained_on, training_pairs
 from biorank.types import Qrels, stage_counter
 
 if TYPE_CHECKING:
@@ -86,22 +85,21 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
 
     started = time.perf_counter()
     rest, dev = training_split(queries, qrels, log)
-    trained_on = dev if supervision is not None else sorted(rest + dev)
+    retrieving = dev if supervision is not None else sorted(rest + dev)
 
     depth = max(config.negatives_from_top, config.validation_depth)
-    retrieved = stage_counter(progress, "BM25 candidates", len(trained_on))
-    candidates = bm25_candidates(searcher, {q: queries[q] for q in trained_on}, depth, progress=retrieved)
+    retrieved = stage_counter(progress, "BM25 candidates", len(retrieving))
+    candidates = bm25_candidates(searcher, {q: queries[q] for q in retrieving}, depth, progress=retrieved)
     dev_candidates = {q: candidates[q][: config.validation_depth] for q in dev}
     groups: list[Group] = []
     sources: dict[str, int] = {}
     trained = len(rest)
     if supervision is not None:
-        pairs = training_pairs(supervision, positives_per_query=config.positives_per_query,
-                               negatives=config.negatives_per_positive, seed=config.seed,
-                               leave_out=[queries[q] for q in dev])
-        groups = [Group(p.query.text, (p.positive.text, *(n.text for n in p.negatives))) for p in pairs if p.negatives]
-        sources = dict(Counter(p.query.source for p in pairs if p.negatives))
-        trained = len({(p.query.source, p.query.id) for p in pairs if p.negatives})
+        pairs = [p for p in training_pairs(supervision, positives_per_query=config.positives_per_query,
+                                           negatives=config.negatives_per_positive, seed=config.seed,
+                                           leave_out=[queries[q] for q in dev]) if p.negatives]
+        groups = [Group(p.query.text, (p.positive.text, *(n.text for n in p.negatives))) for p in pairs]
+        sources, trained = trained_on(pairs)
         log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} groups); "
             f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
     wanted = {d for ids in dev_candidates.values() for d in ids}

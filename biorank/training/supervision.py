@@ -31,6 +31,7 @@ import hashlib
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +213,11 @@ def training_pairs(supervision: Supervision, *, positives_per_query: int = 2, ne
             drawn = rng.sample(pool, min(negatives, len(pool)))
             pairs.append(TrainingPair(query, passages[positive], tuple(passages[n] for n in drawn)))
     return pairs
+
+
+def trained_on(pairs: Sequence[TrainingPair]) -> tuple[dict[str, int], int]:
+    """Pairs per source (in the order the sources come) and how many distinct queries they are of."""
+    return dict(Counter(p.query.source for p in pairs)), len({(p.query.source, p.query.id) for p in pairs})
 
 
 def write(supervision: Supervision, out: Path) -> None:
