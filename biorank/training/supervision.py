@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
 from biorank.evaluation.bioasq import read_golden
+from biorank.evaluation.phase_a import read_evidence_sentences
 from biorank.evaluation.splits import hashed_split, split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.readers import read_records
@@ -261,11 +262,11 @@ def _scifact(folder: Path, supervision: Supervision) -> Iterator[SupervisedQuery
     cited = read_qrels(folder / "qrels" / "train.tsv") if (folder / "qrels" / "train.tsv").is_file() else {}
     evidence = read_qrels(claims_path)
     held_out = set(split_judged(cited, "dev")) | set(split_judged(evidence, "dev"))
-    sentences = _evidence_sentences(claims_path)
+    sentences = read_evidence_sentences(claims_path)
     for qid, text in read_queries(claims_path).items():
         positives = {f"scifact:{d}": grade for d, grade in cited.get(qid, evidence.get(qid, {})).items()
                      if grade > 0 and d in documents}
-        for doc, number in sentences.get(qid, ()):
+        for doc, number in sorted(sentences.get(qid, ())):
             if doc in documents and number < len(documents[doc].sentences or ()):
                 sentence = documents[doc].sentences[number]
                 positives[supervision.add(Passage(f"scifact:{doc}:{number}", f"scifact:{doc}", "sentence",
@@ -273,17 +274,6 @@ def _scifact(folder: Path, supervision: Supervision) -> Iterator[SupervisedQuery
         judged = {f"scifact:{d}" for d in (*cited.get(qid, {}), *evidence.get(qid, {}))}
         yield SupervisedQuery("scifact", qid, text, "dev" if qid in held_out else "train", positives,
                               frozenset(judged))
-
-
-def _evidence_sentences(claims: Path) -> dict[str, list[tuple[str, int]]]:
-    found: dict[str, list[tuple[str, int]]] = {}
-    with claims.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                claim = json.loads(line)
-                found[str(claim["id"])] = [(str(doc), int(n)) for doc, sets in (claim.get("evidence") or {}).items()
-                                           for s in sets for n in s["sentences"]]
-    return found
 
 
 def _bioasq(folder: Path, supervision: Supervision) -> Iterator[SupervisedQuery]:
