@@ -8,7 +8,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -210,6 +210,8 @@ def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
 
     settings = ServiceSettings(index=medline_index, query_log=False,
                                pipeline=PipelineSettings(reranker=str(tiny_reranker), precision="fp32"))
@@ -219,31 +221,40 @@ def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(
     def hits() -> list[Any]:
         return browser.find_elements(By.CSS_SELECTOR, "li.hit")
 
+    def navigate(action: Callable[[], Any]) -> None:
+        # WebDriver does not wait for the page a form or link leads to: without this wait a reranked search, which
+        # takes seconds on a busy CPU, is read half-way and its elements go stale under the test.
+        page = browser.find_element(By.TAG_NAME, "html")
+        action()
+        WebDriverWait(browser, 120).until(staleness_of(page))
+        WebDriverWait(browser, 120).until(lambda b: b.execute_script("return document.readyState") == "complete")
+
     with serving(service) as url:
         browser.get(url)
         # The keyboard alone: the query box has the focus, Enter searches.
-        browser.switch_to.active_element.send_keys("surgery outcomes in patients" + Keys.ENTER)
+        navigate(lambda: browser.switch_to.active_element.send_keys("surgery outcomes in patients" + Keys.ENTER))
         assert len(hits()) == 10 and "first stage" in browser.find_element(By.CLASS_NAME, "timing").text
         assert "rerank" not in hits()[0].find_element(By.CLASS_NAME, "scores").text
 
         browser.find_element(By.NAME, "rerank").click()
-        browser.find_element(By.NAME, "q").send_keys(Keys.ENTER)
+        navigate(lambda: browser.find_element(By.NAME, "q").send_keys(Keys.ENTER))
         assert browser.find_element(By.NAME, "rerank").is_selected() and len(hits()) == 10
         assert all("rerank" in h.find_element(By.CLASS_NAME, "scores").text for h in hits())
         assert "rerank" in browser.find_element(By.CLASS_NAME, "timing").text
 
         browser.find_element(By.NAME, "year").send_keys("2015")
-        browser.find_element(By.NAME, "journal").send_keys("journal of cataract and refractive surgery" + Keys.ENTER)
+        navigate(lambda: browser.find_element(By.NAME, "journal").send_keys(
+            "journal of cataract and refractive surgery" + Keys.ENTER))
         metas = [h.find_element(By.CLASS_NAME, "meta").text for h in hits()]
         assert len(metas) == 10 and all("Journal of cataract and refractive surgery · 2015" in m for m in metas)
         assert "only year 2015" in browser.find_element(By.CLASS_NAME, "timing").text
         first_page = [h.find_element(By.TAG_NAME, "h2").text for h in hits()]
 
-        browser.find_element(By.CSS_SELECTOR, "a[rel=next]").click()
+        navigate(browser.find_element(By.CSS_SELECTOR, "a[rel=next]").click)
         assert browser.find_element(By.CSS_SELECTOR, "ol").get_attribute("start") == "11"
         assert hits() and not {h.find_element(By.TAG_NAME, "h2").text for h in hits()} & set(first_page)
         assert all("2015" in h.find_element(By.CLASS_NAME, "meta").text for h in hits())
-        browser.find_element(By.CSS_SELECTOR, "a[rel=prev]").click()
+        navigate(browser.find_element(By.CSS_SELECTOR, "a[rel=prev]").click)
         assert [h.find_element(By.TAG_NAME, "h2").text for h in hits()] == first_page
 
         shot = Path(os.environ.get("BIORANK_SCREENSHOTS", tmp_path)) / "search-page.png"
