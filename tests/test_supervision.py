@@ -185,3 +185,4 @@ def test_the_reranker_trains_on_gathered_supervision(with_negatives: Path, opens
     assert any("training on the gathered supervision (" in line for line in said)
     record = json.loads((tmp_path / "training.json").read_text())
     assert "from `biorank gather-supervision`" in record["data"]["negatives"]
+    assert "negatives_from_top" not in record["recipe"]  # the gathering chose that depth, not this setting

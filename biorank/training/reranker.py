@@ -87,7 +87,9 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     rest, dev = training_split(queries, qrels, log)
     retrieving = dev if supervision is not None else sorted(rest + dev)
 
-    depth = max(config.negatives_from_top, config.validation_depth)
+    # Gathered supervision brings its own negatives: the index then only gives the dev queries' candidates.
+    depth = config.validation_depth if supervision is not None else max(config.negatives_from_top,
+                                                                        config.validation_depth)
     retrieved = stage_counter(progress, "BM25 candidates", len(retrieving))
     candidates = bm25_candidates(searcher, {q: queries[q] for q in retrieving}, depth, progress=retrieved)
     dev_candidates = {q: candidates[q][: config.validation_depth] for q in dev}
@@ -218,7 +220,8 @@ def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTrain
               "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
               "groups (judged-relevant pairs)": report.groups,
               "negatives": _negatives_described(report, config)},
-        recipe={k: v for k, v in asdict(config).items()},
+        # With gathered supervision the negatives' depth was the gathering's, not negatives_from_top.
+        recipe={k: v for k, v in asdict(config).items() if not (report.sources and k == "negatives_from_top")},
         history=report.history,
         result={f"dev {METRIC}, BM25 top {config.validation_depth}": report.baseline,
                 f"dev {METRIC}, reranked (best epoch {report.best_epoch})": report.best,
