@@ -48,6 +48,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -138,9 +139,11 @@ def node_figures(client, index: str) -> dict[str, float]:
             "disk_mb": store["size_in_bytes"] / 1e6}
 
 
-def grown(actions: list[dict], copies: int, rng: np.random.Generator) -> list[dict]:
-    """``actions`` ``copies`` times, each copy past the first with new ids and perturbed unit vectors."""
-    out = list(actions)
+def grown(actions: list[dict], copies: int, seed: int = 7) -> Iterator[dict]:
+    """``actions`` ``copies`` times, one at a time, each copy past the first with new ids and perturbed unit
+    vectors."""
+    rng = np.random.default_rng(seed)
+    yield from actions
     for g in range(1, copies):
         for a in actions:
             source = dict(a["_source"])
@@ -148,8 +151,7 @@ def grown(actions: list[dict], copies: int, rng: np.random.Generator) -> list[di
             v = v + rng.normal(0, 0.025, v.shape).astype(np.float32)
             source["embedding"] = (v / np.linalg.norm(v)).tolist()
             source["id"] = f"g{g}:{source['id']}"
-            out.append({**a, "_id": f"g{g}:{a['_id']}", "_source": source})
-    return out
+            yield {**a, "_id": f"g{g}:{a['_id']}", "_source": source}
 
 
 def percentile(values: list[float], q: int) -> float:
@@ -225,7 +227,7 @@ def main() -> None:
         client = connect(node.start())
         status = node.status()
         for size in args.sizes.split(","):
-            rows = grown(actions, SIZES[size], np.random.default_rng(7))
+            rows = list(grown(actions, SIZES[size]))
             figures = measure(client, f"bench-{size}", body, rows, vectors, queries, dev, qrels)
             figures |= {"engine": version, "java": java.major, "simd": status.vector_simd, "size": size}
             results.append(figures)

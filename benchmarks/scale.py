@@ -53,10 +53,9 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
 
 import numpy as np
-from engine_versions import DATA, latencies, node_figures, recorded, with_common_arguments
+from engine_versions import DATA, grown, latencies, node_figures, recorded, with_common_arguments
 from machine import cpu_isa
 
 from biorank.cluster.local import LocalNode, NodeSettings
@@ -71,23 +70,6 @@ from biorank.store.writer import BulkWriter
 
 SIZES = {"10k": 1, "100k": 10, "300k": 30, "1m": 100}
 CANDIDATES = (100, 300, 1000)
-
-
-def grown(actions: list[dict], copies: int, index: str, seed: int = 7) -> Iterator[dict]:
-    """``actions`` ``copies`` times into ``index``, each copy past the first with new ids and perturbed unit
-    vectors, one action at a time."""
-    rng = np.random.default_rng(seed)
-    for g in range(copies):
-        for a in actions:
-            if g == 0:
-                yield {**a, "_index": index}
-                continue
-            source = dict(a["_source"])
-            v = np.asarray(source["embedding"], dtype=np.float32)
-            v = v + rng.normal(0, 0.025, v.shape).astype(np.float32)
-            source["embedding"] = (v / np.linalg.norm(v)).tolist()
-            source["id"] = f"g{g}:{source['id']}"
-            yield {**a, "_index": index, "_id": f"g{g}:{a['_id']}", "_source": source}
 
 
 def hold_to_avx2(node: LocalNode, hold: bool) -> None:
@@ -146,7 +128,7 @@ def built(client, index: str, body: dict, actions: list[dict], copies: int) -> f
     client.indices.create(index=index, body=body)
     started = time.monotonic()
     with refresh_paused(client, [index]):
-        failures = BulkWriter(client).write(grown(actions, copies, index))
+        failures = BulkWriter(client).write({**a, "_index": index} for a in grown(actions, copies))
     seconds = time.monotonic() - started
     assert not failures, failures[:3]
     client.indices.refresh(index=index)

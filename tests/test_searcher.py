@@ -327,6 +327,7 @@ def test_hybrid_takes_the_candidate_union_over_an_index_larger_than_its_exact_li
     assert shown.exit_code == 0, shown.output
     assert shown.output.startswith(f"# hybrid over {routed.blocks:,} blocks (more than --exact-limit 300)")
     assert shown.output.count(f"GET {sample_index}/_search") == 3
+    assert shown.output.count(f"hybrid over {routed.blocks:,} blocks") == 1, "the route is said once, as a comment"
     plain = runner.invoke(cli, ["--url", opensearch_url, "query", QUERY, "--index", sample_index, "--exact-limit",
                                 "300", "--no-log"])
     assert plain.exit_code == 0 and f"note: hybrid over {routed.blocks:,} blocks" in plain.output, plain.output

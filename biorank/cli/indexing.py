@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -111,8 +112,11 @@ def indices(settings: ConnectionSettings) -> None:
     if not rows:
         click.echo("no biorank indices; create one with `biorank index PATH`")
         return
-    console().print(table(None, ["index", "documents", "blocks", "sentences", "size", "model", "mapping"], [
-        (r.name, r.documents, r.blocks, r.sentences, f"{r.size_bytes / 1e6:.1f} MB", r.model, r.mapping_version)
+    # The weights' version (after @) is long for a Maven-fetched model and folds the column in an 80-column
+    # terminal; `biorank stats` shows it whole.
+    console().print(table(None, ["index", "documents", "blocks", "sentences", "size", "encoder", "mapping"], [
+        (r.name, r.documents, r.blocks, r.sentences, f"{r.size_bytes / 1e6:.1f} MB",
+         re.sub(r"@\S+", "", r.model), r.mapping_version)
         for r in rows], no_wrap=("index",), right=("documents", "blocks", "sentences", "size", "mapping")))
 
 

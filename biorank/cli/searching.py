@@ -79,13 +79,15 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     pipeline = Pipeline(options.pipeline_settings(
         searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
+    notes = pipeline.notes
     if show_query:
         if pipeline.searcher.route_note:
             # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
             click.echo(f"# {pipeline.searcher.route_note}")
+            notes.remove(pipeline.searcher.route_note)
         for request, body in pipeline.requests(text, k):
             click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")
-    for note in pipeline.notes:
+    for note in notes:
         echo(f"note: {note}")
     answer = pipeline.search(text, k, log=options.query_log(settings, searcher.client, "query", no_log))
     if as_json:

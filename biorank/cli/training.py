@@ -169,8 +169,8 @@ def gather_supervision(settings: ConnectionSettings, data: Path, out: Path, nega
         bm25_negatives(options.client(settings), supervision, negatives_from_top,
                        progress=stage_counter(progress, "BM25 negatives", len(supervision.queries)))
     write(supervision, out)
-    rows = supervision.counts()
-    columns = ["source", "split", "queries", *KINDS, "with negatives"]
-    console().print(table("judged queries and their relevant texts", columns,
-                          [[row[c] for c in columns] for row in rows], right=columns[2:]))
+    counted = ["queries", *KINDS, "with negatives"]
+    console().print(table("judged queries and their relevant texts", ["source", "split", *counted],
+                          [[*key, *(count[c] for c in counted)] for key, count in supervision.counts().items()],
+                          right=counted))
     click.echo(f"written to {out}/passages.jsonl and {out}/queries.jsonl")

@@ -93,19 +93,15 @@ class Supervision:
         self.passages.setdefault(passage.id, passage)
         return passage.id
 
-    def counts(self) -> list[dict[str, object]]:
-        """A row per source and split: queries, positives by kind, queries with negatives."""
-        rows: dict[tuple[str, str], dict[str, object]] = {}
+    def counts(self) -> dict[tuple[str, str], Counter[str]]:
+        """Per (source, split): queries, positives by kind, queries with negatives (0 where none)."""
+        counts: dict[tuple[str, str], Counter[str]] = {}
         for query in self.queries:
-            row = rows.setdefault((query.source, query.split), {
-                "source": query.source, "split": query.split, "queries": 0, **dict.fromkeys(KINDS, 0),
-                "with negatives": 0})
-            row["queries"] = int(row["queries"]) + 1
-            row["with negatives"] = int(row["with negatives"]) + bool(query.negatives)
-            for passage in query.positives:
-                kind = self.passages[passage].kind
-                row[kind] = int(row[kind]) + 1
-        return [rows[key] for key in sorted(rows)]
+            count = counts.setdefault((query.source, query.split), Counter())
+            count["queries"] += 1
+            count["with negatives"] += bool(query.negatives)
+            count.update(self.passages[passage].kind for passage in query.positives)
+        return dict(sorted(counts.items()))
 
 
 def gather(data: str | Path, *, log: Callable[[str], None] = print) -> Supervision:
@@ -159,7 +155,8 @@ def bm25_negatives(client: OpenSearch, supervision: Supervision, depth: int = 10
                                    f"{failures[0].reason}")
         client.indices.refresh(index=index)
         texts = {p.id: normal_text(p.text) for p in supervision.passages.values()}
-        for batch in _batches(supervision.queries, 50):
+        for start in range(0, len(supervision.queries), 50):
+            batch = supervision.queries[start:start + 50]
             lines: list[dict] = []
             for query in batch:
                 # Judged documents are filtered out in the search, so the top ``depth`` is all usable.
@@ -344,9 +341,4 @@ def _abstract_passage(passage_id: str, record: Abstract) -> Passage:
 def normal_text(text: str) -> str:
     """Lower case, words only: two queries that differ in case or punctuation are the same query."""
     return re.sub(r"\W+", " ", text.lower()).strip()
-
-
-def _batches(items: Sequence[SupervisedQuery], size: int) -> Iterable[Sequence[SupervisedQuery]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
 
