@@ -80,6 +80,22 @@ def test_the_graph_converted_to_torch_encodes_as_the_graph_does(bge: Encoder, sh
     assert torch_bge.tokenize_batch(texts) == bge.tokenize_batch(texts)
 
 
+def test_a_cross_encoder_from_the_converted_graph_sees_two_segments_as_its_onnx_export_does(bge: Encoder) -> None:
+    """Trained in torch and scored in ONNX Runtime (fed tokenizer.json's segments): both must see the document
+    as segment B, or the exported model scores inputs it was never trained on."""
+    from tokenizers import Tokenizer
+
+    from biorank.models.cross_encoder import load_cross_encoder
+
+    _, tokenizer = load_cross_encoder("bge-small-en-v1.5", fresh_head=True)
+    document = "Prion protein in the appendix: a survey of 12,674 tonsil and appendix samples."
+    pair = tokenizer(PRION_CLAIM, document)
+    graph = Tokenizer.from_file(str(materialise(MAVEN_MODELS["bge-small-en-v1.5"]) / "tokenizer.json"))
+    expected = graph.encode(PRION_CLAIM, document)
+    assert pair["input_ids"] == expected.ids and pair["token_type_ids"] == expected.type_ids
+    assert 0 in pair["token_type_ids"] and 1 in pair["token_type_ids"]
+
+
 @pytest.fixture(scope="module")
 def e5() -> Encoder:
     return Encoder("e5-small-v2")

@@ -100,13 +100,18 @@ def materialise(model: NamedModel, progress: Callable[[int], None] | None = None
     return folder
 
 
+TORCH_FOLDER_KIND = "torch-encoder-segments"
+"""Cache kind of the converted folders; a new name for each change to what conversion writes (folders made
+before segments were among the tokenizer's inputs are made again)."""
+
+
 def torch_folder(model: NamedModel) -> Path:
     """A sentence-transformers folder of ``model`` converted from its graph, made once and cached."""
-    folder = cache_folder(model.identity, "torch-encoder")
+    folder = cache_folder(model.identity, TORCH_FOLDER_KIND)
     if (folder / "modules.json").is_file():
         return folder
     graph = materialise(model)
-    with staging(model.identity, "torch-encoder") as work:
+    with staging(model.identity, TORCH_FOLDER_KIND) as work:
         onnx_to_sentence_transformers(graph / FILES["onnx"], graph / "tokenizer.json", work, heads=model.heads,
                                       max_length=model.max_length, pooling=model.pooling,
                                       prompts=model.prefixes.as_prompts())

@@ -79,9 +79,13 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
         raise ConversionError(f"{graph_path}: weights missing {missing[:3]} or left over {unexpected[:3]}")
     transformer_dir = target / "0_Transformer"
     bert.save_pretrained(transformer_dir)
+    # Without token_type_ids among its inputs the tokenizer gives torch no segments, so a cross-encoder trained
+    # from this folder would see the document as segment A, and its ONNX export (fed tokenizer.json's segments)
+    # would score other inputs than it was trained on.
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_path), model_max_length=max_length,
                                         unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]",
-                                        mask_token="[MASK]")
+                                        mask_token="[MASK]",
+                                        model_input_names=["input_ids", "token_type_ids", "attention_mask"])
     tokenizer.save_pretrained(transformer_dir)
     from transformers.utils import logging
 
