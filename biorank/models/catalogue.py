@@ -25,7 +25,7 @@ from biorank.config import default_cache
 from biorank.models.convert import onnx_to_sentence_transformers
 from biorank.models.export import quantise, staging
 from biorank.models.prefixes import Prefixes
-from biorank.models.runtime import FILES, Manifest, cache_folder, cached
+from biorank.models.runtime import BERT_INPUTS, FILES, Manifest, cache_folder, cached
 
 LANGCHAIN4J = "dev.langchain4j"
 LANGCHAIN4J_VERSION = "0.36.2"
@@ -76,6 +76,10 @@ from its PyPI package.
 bge-small-en-v1.5 is listed without its optional query instruction (``Represent this sentence for searching
 relevant passages: ``); ``--query-prefix`` adds it."""
 
+TORCH_FOLDER_KIND = "torch-encoder-segments"
+"""Cache kind of the converted folders; a new name for each change to what conversion writes (folders made
+before segments were among the tokenizer's inputs are made again)."""
+
 
 def fetched(model: NamedModel) -> bool:
     """Whether ``model`` is in the cache already, ready to run without the network."""
@@ -93,16 +97,11 @@ def materialise(model: NamedModel, progress: Callable[[int], None] | None = None
                 while chunk := source.read(1 << 20):
                     out.write(chunk)
         quantise(work / FILES["onnx"], work / FILES["int8"])
-        Manifest(identity=model.identity, kind="encoder", inputs=("input_ids", "attention_mask", "token_type_ids"),
+        Manifest(identity=model.identity, kind="encoder", inputs=BERT_INPUTS,
                  max_length=model.max_length, dimension=model.dimension, pooling=model.pooling).write(work)
     folder = cached(model.identity, "encoder", "int8")
     assert folder is not None, "staging installs a complete export"
     return folder
-
-
-TORCH_FOLDER_KIND = "torch-encoder-segments"
-"""Cache kind of the converted folders; a new name for each change to what conversion writes (folders made
-before segments were among the tokenizer's inputs are made again)."""
 
 
 def torch_folder(model: NamedModel) -> Path:

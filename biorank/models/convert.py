@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from biorank.errors import BiorankError
+from biorank.models.runtime import BERT_INPUTS
 
 _LAYER = re.compile(r"encoder\.layer\.(\d+)\.")
 
@@ -85,7 +86,7 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_path), model_max_length=max_length,
                                         unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]",
                                         mask_token="[MASK]",
-                                        model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+                                        model_input_names=list(BERT_INPUTS))
     tokenizer.save_pretrained(transformer_dir)
     from transformers.utils import logging
 

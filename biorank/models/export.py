@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from biorank.errors import BiorankError
-from biorank.models.runtime import FILES, Manifest, RuntimeUnavailable, cache_folder, cached
+from biorank.models.runtime import BERT_INPUTS, FILES, Manifest, RuntimeUnavailable, cache_folder, cached
 
 __all__ = ["export_cross_encoder", "export_encoder"]
 
@@ -91,7 +91,7 @@ def _inputs(model: Any) -> tuple[str, ...]:
     import inspect
 
     parameters = inspect.signature(model.forward).parameters
-    return tuple(n for n in ("input_ids", "attention_mask", "token_type_ids") if n in parameters)
+    return tuple(n for n in BERT_INPUTS if n in parameters)
 
 
 def _write(identity: str, kind: str, module: Any, tokenizer: Any, output: str, max_length: int, dimension: int,

@@ -37,6 +37,8 @@ ONNX_PRECISIONS: tuple[OnnxPrecision, ...] = ("onnx", "int8")
 """ONNX Runtime at fp32 (the same vectors as torch fp32) and with int8 weights (dynamic quantisation)."""
 FILES = {"onnx": "model.onnx", "int8": "model-int8.onnx"}
 MANIFEST = "manifest.json"
+BERT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+"""What a BERT graph is fed; segment ids matter for pairs (a cross-encoder), not for single texts."""
 FORMAT = 1
 PAIR_TRUNCATION = "longest_first"
 """How a (query, text) pair is cut to the cross-encoder's window: from the longer of the two, so the text alone
