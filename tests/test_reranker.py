@@ -10,12 +10,12 @@ import pytest
 
 from biorank.errors import BiorankError
 from biorank.evaluation.topics import read_qrels, read_queries
-from biorank.models.cross_encoder import CrossEncoder
+from biorank.models.cross_encoder import CrossEncoder, load_cross_encoder
 from biorank.retrieval.searcher import Searcher
 from biorank.stages.rerank import Reranker, fetch_texts, index_reranker, reorder
 from biorank.store.record import IndexRecord
 from biorank.training.negatives import bm25_candidates, sample_negatives
-from biorank.training.reranker import RerankerTraining, TrainingError, train_reranker
+from biorank.training.reranker import Group, RerankerTraining, TrainingError, groups_loss, train_reranker
 from biorank.types import Hit
 
 CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculosis."
@@ -152,7 +152,7 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, 
     found = opensearch.search(index=sample_index, body={"size": 1000, "_source": False})["hits"]["hits"]
     judged = sorted(q for q, docs in qrels.items() if docs.keys() & {h["_id"] for h in found})[:30]
     config = RerankerTraining(negatives_per_positive=2, negatives_from_top=10, max_length=48, validation_depth=5,
-                              max_steps=5, checkpoint_every=2)
+                              max_steps=5, checkpoint_every=2, groups_per_step=2)
     searcher = Searcher(opensearch, sample_index)
     topics = ({q: queries[q] for q in judged}, {q: qrels[q] for q in judged})
 
@@ -172,6 +172,22 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, 
         (tmp_path / "checkpoint").mkdir()
         (tmp_path / "checkpoint" / "state.json").write_text(json.dumps({**state, "config": {}}))
         train_reranker(searcher, *topics, tmp_path, config, log=lambda _: None)
+
+
+def test_groups_in_one_step_lose_what_they_lose_one_by_one(tiny_reranker: Path) -> None:
+    import torch
+
+    model, tokenizer = load_cross_encoder(str(tiny_reranker))
+    model.eval()  # no dropout: the same pairs must give the same logits
+    groups = [Group(CLAIM, ("Vitamin D and tuberculosis in a cohort.", "Gene expression in yeast.",
+                            "A trial of statins.")),
+              Group("Aspirin prevents heart attacks.", ("Aspirin in primary prevention.", "Soil bacteria."))]
+    with torch.no_grad():
+        alone = [groups_loss(model, tokenizer, [g], 64, bf16=False).item() for g in groups]
+        together = groups_loss(model, tokenizer, groups, 64, bf16=False).item()
+    # The shorter group is padded: were its padding scored, the mean would move.
+    assert together == pytest.approx(sum(alone) / 2, abs=1e-5)
+    assert alone[0] != pytest.approx(alone[1], abs=1e-3)
 
 
 def test_an_index_without_a_reranker_says_how_to_get_one() -> None:

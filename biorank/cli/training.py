@@ -34,6 +34,11 @@ from biorank.types import stage_counter
 @click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=5e-5, show_default=True)
 @click.option("--max-length", type=click.IntRange(8, 512), default=256, show_default=True,
               help="Word pieces of query + document.")
+@click.option("--groups-per-step", type=click.IntRange(1), default=1, show_default=True,
+              help="Positives (each with its negatives) in one optimiser step. 1 suits a CPU; on a GPU 8 keep it "
+                   "busy (an H200 trains 4,241 groups of 21 texts in about 40 s).")
+@click.option("--device", default="auto", show_default=True,
+              help="Where to train: auto (a GPU where torch sees one, else the CPU), cpu, cuda or cuda:N.")
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
 @click.pass_obj
 def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, out: Path,
@@ -53,6 +58,8 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     Every source at once (see gather-supervision), validated on SciFact's dev split:
       biorank train-reranker --supervision supervision --queries claims_train.jsonl --qrels qrels/train.tsv \\
           --index scifact --out models/reranker-all
+    With a GPU (found by itself), 8 groups a step and a few epochs take minutes, not hours:
+      biorank train-reranker --supervision supervision ... --groups-per-step 8 --epochs 3
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.store.record import store_reranker

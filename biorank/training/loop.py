@@ -99,11 +99,22 @@ def optimiser(model: Any, config: Any, steps_per_epoch: int) -> tuple[int, Any, 
     return total_steps, optimizer, schedule
 
 
-def use_bf16(precision: str) -> bool:
-    """Whether to train under bf16 autocast: asked for, or "auto" on a CPU that computes bf16 natively."""
+def use_bf16(precision: str, device: str = "cpu") -> bool:
+    """Whether to train under bf16 autocast: asked for, or "auto" on a device that computes bf16 natively."""
     import torch
 
-    return precision == "bf16" or (precision == "auto" and native_bf16(torch, torch.device("cpu")))
+    return precision == "bf16" or (precision == "auto" and native_bf16(torch, torch.device(device)))
+
+
+def training_device(asked: str) -> str:
+    """The torch device to train on: ``auto`` takes a GPU where torch sees one, else the CPU."""
+    import torch
+
+    if asked == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if asked.startswith("cuda") and not torch.cuda.is_available():
+        raise TrainingError(f"--device {asked}: torch sees no GPU here; use auto or cpu")
+    return asked
 
 
 def linear_schedule(optimizer: Any, *, warmup: int, total: int) -> Any:

