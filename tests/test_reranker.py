@@ -14,6 +14,7 @@ from biorank.models.cross_encoder import CrossEncoder, load_cross_encoder
 from biorank.retrieval.searcher import Searcher
 from biorank.stages.rerank import Reranker, fetch_texts, index_reranker, reorder
 from biorank.store.record import IndexRecord
+from biorank.training.loop import training_device
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.reranker import Group, RerankerTraining, TrainingError, groups_loss, train_reranker
 from biorank.types import Hit
@@ -188,6 +189,12 @@ def test_groups_in_one_step_lose_what_they_lose_one_by_one(tiny_reranker: Path) 
     # The shorter group is padded: were its padding scored, the mean would move.
     assert together == pytest.approx(sum(alone) / 2, abs=1e-5)
     assert alone[0] != pytest.approx(alone[1], abs=1e-3)
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", "mps"])
+def test_a_device_torch_cannot_train_on_is_refused_in_one_line(device: str) -> None:
+    with pytest.raises(TrainingError, match="use auto, cpu, cuda or cuda:N"):
+        training_device(device)
 
 
 def test_an_index_without_a_reranker_says_how_to_get_one() -> None:

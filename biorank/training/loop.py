@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -112,7 +113,9 @@ def training_device(asked: str) -> str:
 
     if asked == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if asked.startswith("cuda") and not torch.cuda.is_available():
+    if asked != "cpu" and not re.fullmatch(r"cuda(:\d+)?", asked):
+        raise TrainingError(f"--device {asked!r}: use auto, cpu, cuda or cuda:N")
+    if asked != "cpu" and not torch.cuda.is_available():
         raise TrainingError(f"--device {asked}: torch sees no GPU here; use auto or cpu")
     return asked
 

@@ -94,6 +94,7 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     import torch
 
     started = time.perf_counter()
+    device = training_device(config.device)
     rest, dev = training_split(queries, qrels, log)
     retrieving = dev if supervision is not None else sorted(rest + dev)
 
@@ -137,7 +138,6 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
 
     torch.manual_seed(config.seed)
     model, tokenizer = load_cross_encoder(config.base_model, fresh_head=True)
-    device = training_device(config.device)
     model.to(device)
     bf16 = use_bf16(config.precision, device)
     per_step = config.groups_per_step
