@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
-from biorank.models.encoder import auto_precision, model_identity, native_bf16, quiet_loading, resolve_model
+from biorank.models.encoder import (
+    auto_precision,
+    default_device,
+    model_identity,
+    native_bf16,
+    quiet_loading,
+    resolve_model,
+)
 from biorank.models.runtime import ONNX_PRECISIONS, PAIR_TRUNCATION, OnnxModel, cached
 
 if TYPE_CHECKING:
@@ -64,10 +71,9 @@ class CrossEncoder:
             self._onnx = OnnxModel(self._export(precision, max_length), precision)  # type: ignore[arg-type]
             self._setup(None, None, precision, max_length, batch_size, "cpu")
             return
-        import torch
 
         loaded, tokenizer = self._load()
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = device or default_device()
         self._setup(loaded.eval().to(device), tokenizer, precision, max_length, batch_size, device)
 
     def _load(self) -> tuple[Any, Any]:

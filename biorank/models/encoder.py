@@ -87,6 +87,7 @@ __all__ = [
     "Precision",
     "Stage",
     "auto_precision",
+    "default_device",
     "model_identity",
     "model_prefixes",
     "native_bf16",
@@ -224,8 +225,15 @@ def auto_precision(stage: Stage = "documents", device: str | None = None) -> Pre
         return "onnx" if has_onnxruntime() else "fp32"
     import torch
 
-    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    target = torch.device(device or default_device())
     return "bf16" if native_bf16(torch, target) else "fp32"
+
+
+def default_device() -> str:
+    """The torch device a model goes to when none is named: a GPU where torch sees one, else the CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _has_gpu() -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 from biorank.config import SEED
 from biorank.errors import BiorankError
 from biorank.evaluation.splits import split_judged
-from biorank.models.encoder import native_bf16
+from biorank.models.encoder import default_device, native_bf16
 from biorank.types import Qrels, StageProgress
 
 CHECKPOINT = "checkpoint"
@@ -112,7 +112,7 @@ def training_device(asked: str) -> str:
     import torch
 
     if asked == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return default_device()
     if asked != "cpu" and not re.fullmatch(r"cuda(:\d+)?", asked):
         raise TrainingError(f"--device {asked!r}: use auto, cpu, cuda or cuda:N")
     if asked != "cpu" and not torch.cuda.is_available():
