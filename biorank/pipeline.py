@@ -289,16 +289,13 @@ def _load_cross_encoder(searcher: Searcher, settings: PipelineSettings) -> Cross
 def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder: CrossEncoder | None,
                    weights: SnippetWeights | None) -> SnippetScorer | None:
     """The snippet stage of ``settings`` (None without snippets), its relevance perspective scored by the
-    pipeline's cross-encoder at sentence length, else the index's, else left out with a note."""
-    from biorank.stages.snippets import SnippetError, sentence_reranker
+    pipeline's cross-encoder at sentence length, else the index's, else the shipped one."""
+    from biorank.stages.snippets import sentence_reranker
 
     if settings.snippets is None:
         return None
     weights = weights or SnippetWeights.named(settings.snippets, searcher.record)
     relevance = sentence_reranker(searcher.record, cross_encoder or settings.reranker,
                                   precision=settings.precision) if weights.uses("relevance") else None
-    if settings.snippets == "relevance" and relevance is None:
-        raise SnippetError(f"{settings.name} needs a cross-encoder and index {searcher.index!r} has no reranker: "
-                           "train one with `biorank train-reranker`")
     return SnippetScorer(searcher, weights=weights, reranker=relevance, rescore=settings.rescore,
                          depth=DOCUMENTS_PER_QUERY, highlight=settings.highlight)

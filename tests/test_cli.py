@@ -30,6 +30,15 @@ def test_demo_indexes_the_sample_and_finds_the_vitamin_b12_abstracts(opensearch_
     assert {"5152028", "11705328"} & set(top), result.output
 
 
+def test_the_demo_reranks_and_finds_snippets_with_no_training_step(opensearch_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--url", opensearch_url, "demo", "-k", "3", "--rerank", "--snippets", "--no-log"])
+    assert result.exit_code == 0, result.output
+    assert "hybrid+rerank+snippets top 3" in result.output and "rerank" in result.output.split("top 3", 1)[1]
+    top = [m[2] for m in re.finditer(r"^\W*(\d+)\W+(\d+)\b", result.output, re.MULTILINE)]
+    assert {"5152028", "11705328"} & set(top), result.output
+    assert "#1 " in result.output  # the first hit's best sentences follow the table
+
+
 def test_down_cluster_is_one_clear_line() -> None:
     url = f"http://127.0.0.1:{_closed_port()}"
     result = CliRunner().invoke(cli, ["--url", url, "demo"])

@@ -11,12 +11,20 @@ import pytest
 from biorank.errors import BiorankError
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.models.cross_encoder import CrossEncoder, load_cross_encoder
+from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.retrieval.searcher import Searcher
 from biorank.stages.rerank import Reranker, fetch_texts, index_reranker, reorder
 from biorank.store.record import IndexRecord
 from biorank.training.loop import training_device
 from biorank.training.negatives import bm25_candidates, sample_negatives
-from biorank.training.reranker import Group, RerankerTraining, TrainingError, groups_loss, train_reranker
+from biorank.training.reranker import (
+    Group,
+    RerankerTraining,
+    TrainingError,
+    groups_loss,
+    train_reranker,
+    trimmed,
+)
 from biorank.types import Hit
 
 CLAIM = "Vitamin D deficiency is associated with an increased risk of tuberculosis."
@@ -175,6 +183,35 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, 
         train_reranker(searcher, *topics, tmp_path, config, log=lambda _: None)
 
 
+@pytest.mark.parametrize(("keep", "kept"), [("best", [1]), ("last", [1, 2, 3])])
+def test_keep_decides_which_epochs_reach_the_output(keep: str, kept: list[int], tmp_path: Path) -> None:
+    import torch
+
+    from biorank.training.loop import Recipe, linear_schedule, run_epochs
+
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scores = iter([0.9, 0.5, 0.7])  # the first epoch validates best
+    saved: list[Path] = []
+
+    def save(folder: Path) -> None:  # the output folder, or the checkpoint's (which must exist)
+        folder.mkdir(parents=True, exist_ok=True)
+        saved.extend([folder] if folder == tmp_path else [])
+
+    result = run_epochs(
+        model, optimizer, linear_schedule(optimizer, warmup=0, total=6), Recipe(epochs=3, keep=keep), tmp_path,
+        save_model=save,
+        load_model=lambda folder: None, steps_per_epoch=2, total_steps=6,
+        loss_at=lambda epoch, position: model(torch.ones(1, 2)).sum(), validate=lambda: next(scores),
+        baseline=("none", 0.0), started=0.0, progress=None, log=lambda _: None)
+    assert len(saved) == len(kept) and result.best_epoch == kept[-1]
+
+
+def test_trimmed_groups_keep_the_positive_and_the_first_negatives() -> None:
+    groups = [Group("q1", ("p1", "n1", "n2", "n3")), Group("q2", ("p2", "m1"))]
+    assert trimmed(groups) == [Group("q1", ("p1", "n1")), Group("q2", ("p2", "m1"))]
+
+
 def test_groups_in_one_step_lose_what_they_lose_one_by_one(tiny_reranker: Path) -> None:
     import torch
 
@@ -197,9 +234,8 @@ def test_a_device_torch_cannot_train_on_is_refused_in_one_line(device: str) -> N
         training_device(device)
 
 
-def test_an_index_without_a_reranker_says_how_to_get_one() -> None:
-    with pytest.raises(BiorankError, match="biorank train-reranker --index scifact"):
-        index_reranker(IndexRecord.from_meta("scifact", {"model": "x"}))
+def test_an_index_without_a_reranker_reranks_with_the_shipped_one() -> None:
+    assert index_reranker(IndexRecord.from_meta("scifact", {"model": "x"})) == SHIPPED_RERANKER
     with pytest.raises(BiorankError, match="not on this machine"):
         index_reranker(IndexRecord.from_meta("scifact", {"reranker": {"model": "/nonexistent/reranker"}}))
 
@@ -217,5 +253,6 @@ def test_query_rerank_shows_the_reranker_score_beside_the_parts(opensearch_url: 
     hits = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(hits) == 5 and all({"rerank", "bm25", "dense", "hybrid"} <= hit.keys() for hit in hits)
     assert [h["score"] for h in hits] == sorted((h["rerank"] for h in hits), reverse=True)
-    missing = CliRunner().invoke(cli, [*args, "--rerank"])
-    assert missing.exit_code == 1 and "biorank train-reranker" in missing.output
+    shipped = CliRunner().invoke(cli, [*args, "--rerank", "--json"])  # the index has no reranker of its own
+    assert shipped.exit_code == 0, shipped.output
+    assert all("rerank" in json.loads(line) for line in shipped.stdout.splitlines())

@@ -123,8 +123,6 @@ def test_bad_requests_get_one_line_and_the_right_status(sample_service) -> None:
         assert status == 422 and list(answer) == ["error"] and "\n" not in answer["error"], (body, answer)
     status, answer = call(f"{url}/api/search", {"q": "x", "year": "last year"})
     assert status == 400 and answer == {"error": answer["error"]} and "a year filter is" in answer["error"]
-    status, answer = call(f"{url}/api/search", {"q": CLAIM, "rerank": True})
-    assert status == 400 and "has no reranker" in answer["error"]
     status, answer = call(f"{url}/api/search", raw=b"{" + b" " * (MAX_BODY_BYTES + 1) + b"}")
     assert status == 413 and "bytes at most" in answer["error"]
     status, page = call(f"{url}/?q=x&mode=nope")
@@ -203,6 +201,15 @@ def browser() -> Iterator[Any]:
         yield chrome
     finally:
         chrome.quit()
+
+
+def test_an_index_without_a_reranker_of_its_own_reranks_with_the_shipped_one(sample_service) -> None:
+    url, _ = sample_service
+    status, plain = call(f"{url}/api/search", {"q": CLAIM, "k": 5})
+    status_reranked, reranked = call(f"{url}/api/search", {"q": CLAIM, "k": 5, "rerank": True})
+    assert status == status_reranked == 200, reranked
+    assert all("rerank" in h for h in reranked["hits"]) and not any("rerank" in h for h in plain["hits"])
+    assert reranked["system"] == "hybrid+rerank"
 
 
 def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(

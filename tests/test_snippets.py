@@ -195,12 +195,14 @@ def test_a_single_perspective_reproduces_its_own_ranking(collected, gold, tiny_r
 
 def test_the_optimiser_improves_a_real_tuning_set_over_equal_weights(collected, gold) -> None:
     tuning = TuningSet(collected, {q: sentences for q, (_, sentences) in gold.items()})
-    first = tune_weights(tuning, rounds=2, trials=12, seed=7)
+    # 20 trials: with the tiny reranker now fine-tuned from the shipped cross-encoder, equal weights start higher
+    # and 12 trials of this seed found nothing better (20 reach 0.855 from 0.794).
+    first = tune_weights(tuning, rounds=2, trials=20, seed=7)
     assert first.initial == pytest.approx(tuning.value(SnippetWeights()))
     assert first.value > first.initial
     values = [p.value for p in first.phases]
     assert values == sorted(values), "a phase starts from the weights before it, so it never loses"
-    again = tune_weights(tuning, rounds=2, trials=12, seed=7)
+    again = tune_weights(tuning, rounds=2, trials=20, seed=7)
     assert again.weights == first.weights and again.value == first.value
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
-from biorank.evaluation.splits import hashed_split, split_judged
+from biorank.evaluation.splits import hashed_fraction, hashed_split, split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.training.supervision import (
     POOL_INDEX,
@@ -134,6 +134,14 @@ def test_training_pairs_keep_the_grain_and_leave_out_the_validation_queries(with
     for pair in pairs:
         per_query[pair.query.id] = per_query.get(pair.query.id, 0) + 1
     assert max(per_query.values()) == 2
+
+    # A share keeps the same queries of its source every time, and leaves the other sources alone.
+    shared = training_pairs(supervision, positives_per_query=2, negatives=3, seed=7, leave_out=leave_out,
+                            shares={"scifact": 0.3})
+    kept = {p.query.id for p in shared if p.query.source == "scifact"}
+    assert kept < {p.query.id for p in pairs if p.query.source == "scifact"}
+    assert kept and all(hashed_fraction("scifact", q) < 0.3 for q in kept)
+    assert [p for p in shared if p.query.source != "scifact"] == [p for p in pairs if p.query.source != "scifact"]
 
 
 def test_a_folder_without_any_source_is_refused(tmp_path: Path) -> None:

@@ -54,6 +54,24 @@ def exact_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(e), ctx=ctx, param=param) from None
 
 
+def parse_shares(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, float]:
+    """``SOURCE=FRACTION`` items as a mapping; a fraction outside (0, 1] or an unknown source is a usage error."""
+    from biorank.training.supervision import SOURCES
+
+    shares = {}
+    for value in values:
+        source, _, fraction = value.partition("=")
+        try:
+            share = float(fraction)
+        except ValueError:
+            share = -1.0
+        if source not in SOURCES or not 0 < share <= 1:
+            raise click.BadParameter(f"{value!r}: give SOURCE=FRACTION, a source of {', '.join(SOURCES)} and a "
+                                     "fraction above 0 and at most 1", ctx=ctx, param=param)
+        shares[source] = share
+    return shares
+
+
 def index_option(help: str = "Documents index; its sentences are in NAME-sentences.") -> Callable:
     return click.option("--index", "index_name", default=DEFAULT_INDEX, show_default=True, help=help,
                         callback=exact_name)
@@ -149,7 +167,8 @@ def rerank_options(command: Callable) -> Callable:
 
     return apply(command, [
         click.option("--reranker", "reranker_model", default=None,
-                     help="Cross-encoder: a local folder or hub name [default: the index's, from train-reranker]."),
+                     help="Cross-encoder: a local folder or hub name [default: the index's, from train-reranker, "
+                          "else biorank-reranker, shipped with biorank]."),
         click.option("--rerank-depth", type=click.IntRange(1, 1000),
                      default=default(PipelineSettings, "rerank_depth"), show_default=True,
                      help="How many first-stage hits the cross-encoder reorders."),

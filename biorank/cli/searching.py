@@ -19,10 +19,13 @@ if TYPE_CHECKING:
 @cli.command()
 @click.option("--query", "-q", default=None, help="What to ask (default: a question about vitamin B12).")
 @click.option("-k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many hits to show.")
+@click.option("--rerank", is_flag=True, help="Reorder the top 20 with the cross-encoder shipped with biorank.")
+@click.option("--snippets", is_flag=True, help="Show each hit's best sentences.")
 @options.log_option
 @click.pass_obj
-def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) -> None:
-    """Index 300 real SciFact abstracts on the local node (or --url) and search them with the exact hybrid."""
+def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, snippets: bool, no_log: bool) -> None:
+    """Index 300 real SciFact abstracts on the local node (or --url) and search them with the exact hybrid
+    (--rerank: then the shipped cross-encoder; --snippets: the best sentences too)."""
     from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, index_sample
     from biorank.models.encoder import DEFAULT_MODEL, Encoder
     from biorank.pipeline import Pipeline
@@ -35,10 +38,14 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, no_log: bool) 
         report = index_sample(client, encoder=encoder, progress=advance)
     echo(f"{DEMO_INDEX}: {SAMPLE_SIZE} SciFact abstracts ready ({report.indexed} indexed now, "
          f"{report.unchanged} already in)")
-    pipeline = Pipeline.build("hybrid", Searcher(client, DEMO_INDEX, encoder=encoder))
+    system = "hybrid" + ("+rerank" if rerank else "") + ("+snippets" if snippets else "")
+    pipeline = Pipeline.build(system, Searcher(client, DEMO_INDEX, encoder=encoder), highlight=True)
     answer = pipeline.search(query or DEMO_QUERY, k, log=options.query_log(settings, client, "demo", no_log))
-    console().print(hits_table(answer.hits, f"hybrid top {k} (λ = {pipeline.searcher.lam:g}) for: {answer.query}"))
-    echo(f"next: biorank query \"...\" --index {DEMO_INDEX} [--mode bm25|dense|hybrid|...] [--show-query]")
+    console().print(hits_table(answer.hits, f"{system} top {k} (λ = {pipeline.searcher.lam:g}) for: {answer.query}"))
+    if answer.snippets is not None:
+        print_snippets(answer)
+    echo(f"next: biorank query \"...\" --index {DEMO_INDEX} [--mode bm25|dense|hybrid|...] [--rerank] [--snippets] "
+         "[--show-query]")
 
 
 @cli.command()

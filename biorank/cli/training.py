@@ -11,15 +11,17 @@ from biorank.cli.main import cli
 from biorank.cli.render import console, echo, stage_progress, table
 from biorank.config import ConnectionSettings
 from biorank.models.encoder import DEFAULT_MODEL
+from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.types import stage_counter
 
 
 @cli.command("train-reranker")
 @options.training_options
-@click.option("--base-model", default=DEFAULT_MODEL, show_default=True,
-              help="A BERT-family checkpoint: local folder, hub name, or an encoder biorank fetches by name "
-                   "(bge-small-en-v1.5, e5-small-v2, all-MiniLM-L6-v2: half the cost, a weaker start); a fresh "
-                   "one-output head is added.")
+@click.option("--base-model", default=SHIPPED_RERANKER, show_default=True,
+              help="Where training starts: biorank-reranker (the cross-encoder shipped with biorank, so your "
+                   "judgements fine-tune it), another cross-encoder folder, or a BERT-family encoder: a local "
+                   "folder, a hub name, or one biorank fetches by name (bge-small-en-v1.5, e5-small-v2, "
+                   "all-MiniLM-L6-v2: half the cost, a weaker start), which gets a fresh one-output head.")
 @click.option("--negatives-per-positive", type=click.IntRange(1), default=20, show_default=True,
               help="Negatives drawn for each judged-relevant document.")
 @click.option("--negatives-from-top", type=click.IntRange(1), default=500, show_default=True,
@@ -31,13 +33,23 @@ from biorank.types import stage_counter
                    "split.")
 @click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True,
               help="With --supervision: relevant passages trained per query, of its best grade.")
+@click.option("--share", "shares", multiple=True, callback=options.parse_shares, metavar="SOURCE=FRACTION",
+              help="With --supervision: train on this share of a source's queries, the same ones each time (by a "
+                   "hash of the id); repeatable. The shipped model used nfcorpus=0.25: NFCorpus alone has more "
+                   "queries than every other source together.")
 @click.option("--epochs", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--keep", type=click.Choice(["best", "last"]), default="best", show_default=True,
+              help="Which epoch --out holds: the best on the dev split, or the last (when the dev split is too "
+                   "small to choose by).")
 @click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=5e-5, show_default=True)
 @click.option("--max-length", type=click.IntRange(8, 512), default=256, show_default=True,
               help="Word pieces of query + document.")
 @click.option("--groups-per-step", type=click.IntRange(1), default=1, show_default=True,
               help="Positives (each with its negatives) in one optimiser step. 1 suits a CPU; on a GPU 8 keep it "
                    "busy (an H200 trains 4,241 groups of 21 texts in about 40 s).")
+@click.option("--trim-groups", is_flag=True,
+              help="Cut the groups of a step to the fewest texts among them instead of padding: fewer pairs a "
+                   "step (how the shipped model was trained).")
 @click.option("--device", default="auto", show_default=True,
               help="Where to train: auto (a GPU where torch sees one, else the CPU), cpu, cuda or cuda:N.")
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
@@ -48,9 +60,10 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     """Train a cross-encoder reranker from judgements and BM25 negatives (Hofstätter et al.).
 
     \b
-    Each judged-relevant document is trained against up to 20 documents drawn from the query's BM25 top 500
-    that are not judged for it. The dev split is validated after every epoch and the best epoch is kept in
-    --out with a model card. Interrupted? Run the same command again: it continues from its last checkpoint.
+    Training starts from the cross-encoder shipped with biorank (--base-model). Each judged-relevant document is
+    trained against up to 20 documents drawn from the query's BM25 top 500 that are not judged for it. The dev
+    split is validated after every epoch and the best epoch is kept in --out with a model card. Interrupted? Run
+    the same command again: it continues from its last checkpoint.
 
     \b
     Example (SciFact train, about an hour on 2 CPU cores; --base-model all-MiniLM-L6-v2 about half):
@@ -59,8 +72,10 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     Every source at once (see gather-supervision), validated on SciFact's dev split:
       biorank train-reranker --supervision supervision --queries claims_train.jsonl --qrels qrels/train.tsv \\
           --index scifact --out models/reranker-all
-    With a GPU (found by itself), 8 groups a step and a few epochs take minutes, not hours:
-      biorank train-reranker --supervision supervision ... --groups-per-step 8 --epochs 3
+    With a GPU (found by itself), 8 groups a step and a few epochs take minutes, not hours. The shipped
+    model (biorank-reranker; its card in biorank/models/reranker/README.md) came from:
+      biorank train-reranker --supervision supervision ... --base-model bge-small-en-v1.5 \\
+          --share nfcorpus=0.25 --groups-per-step 8 --trim-groups --epochs 5 --keep last
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.store.record import store_reranker

@@ -76,7 +76,7 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
               help="The system whose top 10 documents give the sentences (see biorank eval --help).")
 @click.option("--reranker", "reranker_model", default=None,
               help="Cross-encoder for +rerank and the relevance perspective: a folder or hub name "
-                   "[default: the index's, from train-reranker].")
+                   "[default: the index's, from train-reranker, else biorank-reranker, shipped with biorank].")
 @click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True, help=SPLIT_HELP)
 @click.option("--perspectives", default="relevance,similarity,lexical,document", show_default=True,
               help="Sentence perspectives the weights may use; the others stay 0. Leave out relevance and the "

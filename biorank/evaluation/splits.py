@@ -28,11 +28,16 @@ def dev_split(query_ids: Iterable[str], fraction: float = DEV_FRACTION, seed: in
     return [q for q in ids if q not in dev], [q for q in ids if q in dev]
 
 
-def hashed_split(source: str, query_id: str, fraction: float = DEV_FRACTION) -> Literal["dev", "train"]:
-    """``dev`` for a fixed ``fraction`` of query ids, by a hash of the source's name and the id alone: adding,
-    removing or reordering other queries never moves a query from one side to the other."""
+def hashed_fraction(source: str, query_id: str) -> float:
+    """A number in [0, 1) fixed by a hash of the source's name and the query id alone: a query below a share
+    stays below it whatever other queries are added, removed or reordered."""
     digest = hashlib.sha256(f"{source}\0{query_id}".encode()).digest()
-    return "dev" if int.from_bytes(digest[:8], "big") < fraction * 2**64 else "train"
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def hashed_split(source: str, query_id: str, fraction: float = DEV_FRACTION) -> Literal["dev", "train"]:
+    """``dev`` for a fixed ``fraction`` of query ids, by :func:`hashed_fraction`."""
+    return "dev" if hashed_fraction(source, query_id) < fraction else "train"
 
 
 Split = Literal["dev", "rest", "all"]

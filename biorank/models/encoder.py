@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import importlib.metadata
 import importlib.resources
 import importlib.util
@@ -71,7 +70,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from biorank.errors import BiorankError
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
 from biorank.models.prefixes import Prefixes, Role, folder_prefixes
-from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached
+from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached, folder_digest
+from biorank.models.shipped import SHIPPED_RERANKER, shipped_identity, shipped_reranker_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -146,22 +146,9 @@ def resolve_model(name: str) -> str:
         return str(torch_folder(MAVEN_MODELS[name]))
     if name in PACKAGED_NAMES:
         return str(packaged_model_dir()[0])
+    if name == SHIPPED_RERANKER:
+        return str(shipped_reranker_folder())
     return name
-
-
-def _folder_digest(folder: Path) -> str:
-    """A short hash of a model folder's contents, so that two different local models never share a name."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        relative = path.relative_to(folder)
-        # Model cards and VCS metadata do not change the vectors; leaving them out keeps the name stable.
-        if relative.name.startswith(".") or relative.name.lower().startswith("readme"):
-            continue
-        digest.update(relative.as_posix().encode() + b"\0")
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-    return digest.hexdigest()[:12]
 
 
 def model_identity(name: str) -> str:
@@ -170,9 +157,11 @@ def model_identity(name: str) -> str:
         return MAVEN_MODELS[name].identity
     if name in PACKAGED_NAMES:
         return f"{PACKAGED_MODEL}@{packaged_model_dir()[1]}"
+    if name == SHIPPED_RERANKER:
+        return shipped_identity()
     folder = Path(resolve_model(name))
     if folder.is_dir():
-        return f"{folder.resolve().name}@{_folder_digest(folder.resolve())}"
+        return f"{folder.resolve().name}@{folder_digest(folder.resolve())}"
     return name
 
 

@@ -90,6 +90,21 @@ def cached(identity: str, kind: str, precision: OnnxPrecision) -> Path | None:
     return folder if manifest is not None and manifest.identity == identity and complete else None
 
 
+def folder_digest(folder: Path) -> str:
+    """A short hash of a model folder's contents, so that two different local models never share a name."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder)
+        # Model cards and VCS metadata do not change the vectors; leaving them out keeps the name stable.
+        if relative.name.startswith(".") or relative.name.lower().startswith("readme"):
+            continue
+        digest.update(relative.as_posix().encode() + b"\0")
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()[:12]
+
+
 @cache
 def physical_cores() -> int:
     """Physical cores this process may run on: ONNX Runtime's default counts hyper-threads too, which on

@@ -235,20 +235,15 @@ class SnippetRun:
 
 
 def sentence_reranker(record: IndexRecord, model: CrossEncoder | str | Path | None = None, *,
-                      precision: Precision = "auto") -> CrossEncoder | None:
+                      precision: Precision = "auto") -> CrossEncoder:
     """The cross-encoder of the relevance perspective, at sentence length: ``model`` (one loaded already, a
-    folder or a hub name), else the index's trained reranker, else None (no relevance)."""
+    folder or a hub name), else the index's trained reranker, else the shipped one."""
     from biorank.models.cross_encoder import CrossEncoder
     from biorank.stages.rerank import index_reranker
 
     if isinstance(model, CrossEncoder):
         return model.resized(max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
-    if model:
-        source = str(model)
-    elif record.reranker:
-        source = index_reranker(record)
-    else:
-        return None
+    source = str(model) if model else index_reranker(record)
     return CrossEncoder(source, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH, precision=precision)
 
 
@@ -282,8 +277,8 @@ class SnippetScorer:
     def notes(self) -> list[str]:
         """What the scores leave out that the weights ask for, in words for the user."""
         if self.weights.uses("relevance") and self.reranker is None:
-            return [f"index {self.index!r} has no reranker, so snippets are scored without the relevance "
-                    "perspective (train one with `biorank train-reranker`)"]
+            return ["no cross-encoder was given, so snippets are scored without the relevance perspective "
+                    "(sentence_reranker gives the index's, or the shipped one)"]
         return []
 
     @property
@@ -327,8 +322,8 @@ class SnippetScorer:
                 progress: Advance | None = None) -> dict[str, SentenceCandidates]:
         """The ``perspectives`` of every query's sentences, ``batch`` queries at a time: the cache tuning scores."""
         if "relevance" in perspectives and self.reranker is None:
-            raise SnippetError(f"index {self.index!r} has no reranker for the relevance perspective: train one "
-                               "with `biorank train-reranker`, or name a cross-encoder with --reranker")
+            raise SnippetError("the relevance perspective needs a cross-encoder: give the scorer one "
+                               "(sentence_reranker gives the index's, or the shipped one)")
         collected: dict[str, SentenceCandidates] = {}
         items = list(queries)
         for start in range(0, len(items), batch):

