@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 @cli.command()
 @click.option("--query", "-q", default=None, help="What to ask (default: a question about vitamin B12).")
 @click.option("-k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many hits to show.")
-@click.option("--rerank", is_flag=True, help="Reorder the top 20 with the cross-encoder shipped with biorank.")
+@click.option("--rerank", is_flag=True, help="Reorder the top 20 with the cross-encoder (the index's own, else the one "
+              "shipped with biorank).")
 @click.option("--snippets", is_flag=True, help="Show each hit's best sentences.")
 @options.log_option
 @click.pass_obj
