@@ -55,7 +55,8 @@ from biorank.models.encoder import Encoder, model_prefixes
 from biorank.models.prefixes import BGE_QUERY_INSTRUCTION
 from biorank.retrieval.searcher import Searcher, SearchSettings, encode_queries
 from biorank.store.client import connect
-from biorank.tuning.lambda_grid import LAMBDA_GRID, best_lambda, tune_lambda_grid
+from biorank.tuning.grid import best_setting
+from biorank.tuning.lambda_grid import LAMBDA_GRID, tune_lambda_grid
 from biorank.types import Qrels
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -138,7 +139,7 @@ def main() -> None:
             judged = {split: [q for q in split_judged(qrels, split) if q in queries] for split in splits}
             tune_on = judged[splits[0]]
             tuned = tune_lambda_grid(searcher, {q: queries[q] for q in tune_on}, qrels, LAMBDA_GRID, METRIC)
-            lam = best_lambda(tuned)
+            lam = best_setting(tuned)
             row["lambda"] = lam
             for split, ids in judged.items():
                 chosen = {q: queries[q] for q in ids}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from biorank.errors import BiorankError
 from biorank.retrieval.searcher import SearchSettings
-from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker
+from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_LENGTH, Reranker, index_weight
 from biorank.stages.snippets import DOCUMENTS_PER_QUERY, WEIGHT_VARIANTS, SnippetScorer, SnippetWeights
 from biorank.types import Advance, Answer
 
@@ -59,7 +59,9 @@ class PipelineError(BiorankError):
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    """What a pipeline runs. ``reranker=None`` takes the index's own; ``snippets`` is a weights variant
+    """What a pipeline runs. ``reranker=None`` takes the index's own (else the shipped one); ``rerank_weight=None``
+    the one ``tune-rerank`` stored for the index and that cross-encoder (else
+    :data:`~biorank.stages.rerank.DEFAULT_WEIGHT`); ``snippets`` is a weights variant
     (:data:`~biorank.stages.snippets.WEIGHT_VARIANTS`), None for no snippets; ``rescore`` reorders the top
     documents by S_doc (implies snippets)."""
 
@@ -67,7 +69,10 @@ class PipelineSettings:
     rerank: bool = False
     reranker: str | None = None
     rerank_depth: int = DEFAULT_DEPTH
-    rerank_weight: float = DEFAULT_WEIGHT
+    rerank_weight: float | None = None
+    rerank_length: int = DEFAULT_LENGTH
+    """Word pieces of query + title + abstract the cross-encoder reads (see
+    :data:`~biorank.stages.rerank.DEFAULT_LENGTH`)."""
     precision: Precision = "auto"
     snippets: str | None = None
     rescore: bool = False
@@ -84,7 +89,9 @@ class PipelineSettings:
                                 f"{', '.join(WEIGHT_VARIANTS)}")
         if self.rerank_depth < 1:
             raise PipelineError(f"the rerank depth must be at least 1, not {self.rerank_depth}")
-        if not 0.0 <= self.rerank_weight <= 1.0:
+        if not 8 <= self.rerank_length <= 512:
+            raise PipelineError(f"the cross-encoder reads 8 to 512 word pieces, not {self.rerank_length}")
+        if self.rerank_weight is not None and not 0.0 <= self.rerank_weight <= 1.0:
             raise PipelineError(f"the reranker's weight must be between 0 and 1, not {self.rerank_weight}")
 
     @classmethod
@@ -110,7 +117,7 @@ class PipelineSettings:
 
     def with_system(self, name: str) -> PipelineSettings:
         """The stages of system ``name`` with everything else of these settings (λ, K, reranker, depth, weight,
-        precision): how ``eval`` runs several systems with one set of options."""
+        length, precision): how ``eval`` runs several systems with one set of options."""
         system = PipelineSettings.parse(name)
         return replace(self, search=replace(self.search, mode=system.search.mode, fields=system.search.fields),
                        rerank=system.rerank, snippets=system.snippets, rescore=system.rescore)
@@ -180,9 +187,17 @@ class Pipeline:
         self.first = FirstStage(self.searcher, explain=settings.explain)
         if settings.rerank and cross_encoder is None:
             cross_encoder = _load_cross_encoder(self.searcher, settings)
-        self.reranker = Reranker(cross_encoder, self.searcher.client, self.searcher.index,
-                                 depth=settings.rerank_depth, weight=settings.rerank_weight) if (
-            settings.rerank and cross_encoder is not None) else None
+        if settings.rerank and cross_encoder is not None and cross_encoder.max_length != settings.rerank_length:
+            # A shared model read at another length: the same weights, nothing loaded again.
+            cross_encoder = cross_encoder.resized(max_length=settings.rerank_length,
+                                                  batch_size=cross_encoder.batch_size)
+        self.reranker = None
+        if settings.rerank and cross_encoder is not None:
+            weight = settings.rerank_weight
+            if weight is None:
+                weight = index_weight(self.searcher.record, cross_encoder.model_name)
+            self.reranker = Reranker(cross_encoder, self.searcher.client, self.searcher.index,
+                                     depth=settings.rerank_depth, weight=weight)
         self.snippets = _snippet_stage(self.searcher, settings, cross_encoder, snippet_weights)
         self.stages: list[Stage] = [s for s in (self.first, self.reranker, self.snippets) if s is not None]
         # Loaded now, so that no query's time includes loading the encoder.
@@ -283,7 +298,8 @@ def _load_cross_encoder(searcher: Searcher, settings: PipelineSettings) -> Cross
     from biorank.models.cross_encoder import CrossEncoder
     from biorank.stages.rerank import index_reranker
 
-    return CrossEncoder(settings.reranker or index_reranker(searcher.record), precision=settings.precision)
+    return CrossEncoder(settings.reranker or index_reranker(searcher.record), precision=settings.precision,
+                        max_length=settings.rerank_length)
 
 
 def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder: CrossEncoder | None,

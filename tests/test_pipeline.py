@@ -36,6 +36,8 @@ def test_every_system_name_parses_back_to_itself() -> None:
             PipelineSettings.parse(bad)
     with pytest.raises(PipelineError, match="weight"):
         PipelineSettings(rerank_weight=1.5)
+    with pytest.raises(PipelineError, match="512 word pieces"):
+        PipelineSettings(rerank_length=1024)
     # rescore implies snippets, with the tuned weights
     assert PipelineSettings(rescore=True).snippets == "tuned"
 

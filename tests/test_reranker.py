@@ -13,7 +13,7 @@ from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.models.cross_encoder import CrossEncoder, load_cross_encoder
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.retrieval.searcher import Searcher
-from biorank.stages.rerank import Reranker, fetch_texts, index_reranker, reorder
+from biorank.stages.rerank import DEFAULT_WEIGHT, Reranker, fetch_texts, index_reranker, index_weight, reorder
 from biorank.store.record import IndexRecord
 from biorank.training.loop import training_device
 from biorank.training.negatives import bm25_candidates, sample_negatives
@@ -256,3 +256,58 @@ def test_query_rerank_shows_the_reranker_score_beside_the_parts(opensearch_url: 
     shipped = CliRunner().invoke(cli, [*args, "--rerank", "--json"])  # the index has no reranker of its own
     assert shipped.exit_code == 0, shipped.output
     assert all("rerank" in json.loads(line) for line in shipped.stdout.splitlines())
+
+
+def test_a_tuned_weight_holds_for_its_cross_encoder_alone() -> None:
+    record = IndexRecord.from_meta("scifact", {"rerank_weight": {"weight": 0.6, "reranker": "mine@abc"}})
+    assert index_weight(record, "mine@abc") == 0.6
+    assert index_weight(record, "mine@def") == index_weight(IndexRecord.from_meta("scifact", {}), "x") == DEFAULT_WEIGHT
+
+
+def test_tune_rerank_stores_the_best_weight_and_reranking_uses_it(opensearch_url: str, opensearch, sample_index: str,
+                                                                 tiny_reranker: Path, shared_data: Path,
+                                                                 scifact_topics, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from biorank.cli import cli
+    from biorank.evaluation.measures import evaluate, run_from_hits
+    from biorank.pipeline import Pipeline
+    from biorank.store.record import check_record, update_record
+
+    queries, qrels = scifact_topics
+    body = {"size": 1000, "_source": False, "query": {"term": {"block": 0}}}
+    ids = {h["_id"] for h in opensearch.search(index=sample_index, body=body)["hits"]["hits"]}
+    judged = sorted((q for q, docs in qrels.items() if docs.keys() & ids), key=int)[:8]
+    qrels_file = tmp_path / "qrels.tsv"
+    qrels_file.write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{g}\n" for q in judged for d, g in qrels[q].items()), encoding="utf-8")
+    args = ["--url", opensearch_url, "tune-rerank", "--queries", str(shared_data / "scifact" / "claims_train.jsonl"),
+            "--qrels", str(qrels_file), "--index", sample_index, "--split", "all"]
+    refused = CliRunner().invoke(cli, [*args, "--system", "hybrid+rerank"])
+    assert refused.exit_code == 2 and "first stage alone" in refused.output
+    try:
+        result = CliRunner().invoke(cli, [*args, "--reranker", str(tiny_reranker), "--rerank-depth", "8",
+                                          "--grid", "0,0.5,1", "--plot", str(tmp_path / "w.png")])
+        assert result.exit_code == 0, result.output
+        table = {float(line.split()[2]): float(line.split()[5]) for line in result.stdout.splitlines()
+                 if line.startswith("w = ")}
+        assert set(table) == {0.0, 0.5, 1.0} and (tmp_path / "w.png").stat().st_size > 0
+        # Weight 0 is the first stage's own order.
+        first = Pipeline.build("hybrid", Searcher(opensearch, sample_index)).run({q: queries[q] for q in judged}, 100)
+        hybrid = evaluate(run_from_hits({q: a.hits for q, a in first.items()}), {q: qrels[q] for q in judged},
+                          ["ndcg@10"])["ndcg@10"]
+        assert table[0.0] == pytest.approx(hybrid, abs=1e-4)
+        best = max(table, key=lambda w: (table[w], -w))
+        tuned = check_record(opensearch, sample_index).rerank_tuning
+        mine = CrossEncoder(tiny_reranker, precision="fp32")
+        assert tuned == {"weight": best, "reranker": mine.model_name, "metric": "ndcg@10",
+                         "value": pytest.approx(table[best], abs=1e-4), "queries": 8, "split": "all",
+                         "system": "hybrid", "depth": 8, "length": 256}
+        searcher = Searcher(opensearch, sample_index)  # the record as it is now
+        assert Pipeline.build("hybrid+rerank", searcher, cross_encoder=mine).reranker.weight == best
+        assert Pipeline.build("hybrid+rerank", searcher, cross_encoder=mine, rerank_weight=0.9).reranker.weight == 0.9
+        # Another reading length shares the loaded model.
+        longer = Pipeline.build("hybrid+rerank", searcher, cross_encoder=mine, rerank_length=512).cross_encoder
+        assert longer.max_length == 512 and longer._model is mine._model and mine.max_length == 256
+    finally:
+        update_record(opensearch, sample_index, remove=("rerank_weight",))

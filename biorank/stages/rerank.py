@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.retrieval.fusion import min_max
 from biorank.store.inspection import first_blocks
@@ -22,10 +23,16 @@ if TYPE_CHECKING:
 
 DEFAULT_DEPTH = 20
 """How many first-stage hits are reranked by default (see ``benchmarks/reranker_speed.py``)."""
+DEFAULT_LENGTH = DEFAULT_MAX_LENGTH
+"""Word pieces of query + title + abstract the cross-encoder reads by default: 256, what the shipped one was
+trained with. 83% of SciFact's and 85% of BioASQ's candidates are longer; reading up to 512 (86% then whole)
+scored SciFact dev +0.010 and BioASQ 7B -0.000 (nDCG@10 at w 0.4, neither significant) for 2.5x the time
+(20 hits: 1.65 s -> 4.2 s in ONNX Runtime fp32 on 2 cores), so 512 is a choice (``--rerank-length``)."""
 DEFAULT_WEIGHT = 0.3
-"""The reranker's share of the final score, the first stage's being the rest (see :func:`reorder`). 0.3 for the
-shipped cross-encoder over the bge hybrid's top 20 (nDCG@10; its card): SciFact dev +0.013, BioASQ 7B +0.009,
-NFCorpus dev +0.001; 0.4 gained more on SciFact (+0.019) and lost on NFCorpus (-0.006), 0.5 lost 0.019 there."""
+"""The reranker's share of the final score, the first stage's being the rest (see :func:`reorder`), where
+``tune-rerank`` stored none for the index and its cross-encoder. 0.3 for the shipped cross-encoder over the bge
+hybrid's top 20 (nDCG@10; its card): SciFact dev +0.013, BioASQ 7B +0.009, NFCorpus dev +0.001; 0.4 gained more on
+SciFact (+0.019) and lost on NFCorpus (-0.006), 0.5 lost 0.019 there: the best weight depends on the collection."""
 
 
 class RerankerError(BiorankError):
@@ -97,12 +104,15 @@ class Reranker:
 
     @classmethod
     def for_index(cls, searcher: Searcher, model: str | None = None, *, precision: Precision = "auto",
-                  depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT) -> Reranker:
+                  depth: int = DEFAULT_DEPTH, weight: float | None = None, length: int = DEFAULT_LENGTH) -> Reranker:
         """The stage with cross-encoder ``model`` (a folder or hub name), else the index's own, else the shipped
-        one."""
+        one, reading ``length`` word pieces of each pair; ``weight`` None takes the one tuned for the index and
+        that cross-encoder (:func:`index_weight`)."""
         from biorank.models.cross_encoder import CrossEncoder
 
-        cross_encoder = CrossEncoder(model or index_reranker(searcher.record), precision=precision)
+        cross_encoder = CrossEncoder(model or index_reranker(searcher.record), precision=precision, max_length=length)
+        if weight is None:
+            weight = index_weight(searcher.record, cross_encoder.model_name)
         return cls(cross_encoder, searcher.client, searcher.index, depth=depth, weight=weight)
 
     def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
@@ -111,16 +121,20 @@ class Reranker:
 
     def rerank_many(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]]) -> dict[str, list[Hit]]:
         """Every query's hits with its top ``depth`` reordered; the texts of all of them are read in one request."""
+        scores = self.score_many(queries, hits)
+        return {qid: reorder(ranked, scores[qid], self.weight) for qid, ranked in hits.items()}
+
+    def score_many(self, queries: Mapping[str, str], hits: Mapping[str, Sequence[Hit]]) -> dict[str, list[float]]:
+        """The cross-encoder's score of each query's top ``depth`` hits, in their order, before any mixing."""
         texts = fetch_texts(self.client, self.index, [h.id for ranked in hits.values() for h in ranked[: self.depth]])
-        reranked = {}
+        scores = {}
         for qid, ranked in hits.items():
             top = list(ranked[: self.depth])
             missing = [h.id for h in top if h.id not in texts]
             if missing:
                 raise RerankerError(f"no text to rerank for documents {', '.join(missing[:5])}")
-            scores = self.cross_encoder.score(queries[qid], [texts[h.id] for h in top])
-            reranked[qid] = reorder(ranked, [float(s) for s in scores], self.weight)
-        return reranked
+            scores[qid] = [float(s) for s in self.cross_encoder.score(queries[qid], [texts[h.id] for h in top])]
+        return scores
 
     def run(self, answers: Sequence[Answer], depth: int) -> None:
         """The pipeline's call: each answer's hits reranked in place (the top :attr:`depth` of the ``depth`` the
@@ -140,6 +154,15 @@ def index_reranker(record: IndexRecord) -> str:
         raise RerankerError(f"the reranker of index {index!r} is not on this machine: {model} does not exist; "
                             f"train it again, or name one with --reranker (e.g. {SHIPPED_RERANKER}, the shipped one)")
     return model
+
+
+def index_weight(record: IndexRecord, cross_encoder: str) -> float:
+    """The weight ``tune-rerank`` stored for the index and the cross-encoder of identity ``cross_encoder``, else
+    :data:`DEFAULT_WEIGHT`: a weight tuned for another cross-encoder says nothing about this one's scores."""
+    tuned = record.rerank_tuning
+    if tuned and tuned.get("reranker") == cross_encoder:
+        return float(tuned["weight"])
+    return DEFAULT_WEIGHT
 
 
 def fetch_texts(client: Any, index: str, ids: Sequence[str]) -> dict[str, str]:

@@ -29,8 +29,9 @@ BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "pre
                         "dimension", "settings",
                         "block_tokens", "sentences_index", "documents_index", "filterable"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
-TUNED_FOR_ENCODER = ("lambda", "lambda_tuning")
-"""Values that hold only for the encoder they were tuned with, set aside when the index is re-encoded."""
+TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "rerank_weight")
+"""Values that hold only for the encoder they were tuned with (the rerank weight mixes the first stage's scores),
+set aside when the index is re-encoded."""
 
 
 class IndexMismatch(BiorankError):
@@ -64,6 +65,9 @@ class IndexRecord:
     lambda_tuning: Mapping[str, Any] | None = None
     reranker: str | None = None
     """The cross-encoder ``biorank train-reranker`` gave the index (a folder)."""
+    rerank_tuning: Mapping[str, Any] | None = None
+    """The rerank weight ``biorank tune-rerank`` found (``weight``), for the cross-encoder of identity
+    ``reranker``, and how it was found."""
     snippet_weights: Mapping[str, Any] | None = None
     reencoding: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -80,6 +84,7 @@ class IndexRecord:
             default_lambda=float(meta["default_lambda"]) if meta.get("default_lambda") else None,
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
             lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
+            rerank_tuning=meta.get("rerank_weight"),
             snippet_weights=meta.get("snippet_weights"), reencoding=meta.get(REENCODING),
             raw=MappingProxyType(dict(meta)),
         )
@@ -166,6 +171,13 @@ def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: objec
 def store_reranker(client: OpenSearch, index: str, model: str) -> IndexRecord:
     """Make the cross-encoder in folder ``model`` the index's reranker."""
     return update_record(client, index, reranker={"model": model})
+
+
+def store_rerank_weight(client: OpenSearch, index: str, weight: float, *, reranker: str,
+                        **provenance: object) -> IndexRecord:
+    """Record a tuned rerank weight for the cross-encoder of identity ``reranker`` (and how it was found):
+    reranking with that cross-encoder uses it from now on."""
+    return update_record(client, index, rerank_weight={"weight": weight, "reranker": reranker, **provenance})
 
 
 def store_snippet_weights(client: OpenSearch, index: str, weights: Mapping[str, Any]) -> IndexRecord:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biorank.evaluation.measures import evaluate, run_from_hits
@@ -30,33 +29,3 @@ def tune_lambda_grid(searcher: Searcher, queries: Mapping[str, str], qrels: Qrel
             queries, depth, progress=progress, vectors=vectors)
         table[lam] = evaluate(run_from_hits(hits), {q: qrels[q] for q in queries}, [metric])[metric]
     return table
-
-
-def best_lambda(table: Mapping[float, float]) -> float:
-    """The λ with the best value; of equal values the smallest λ, the least BM25 that reaches it."""
-    return max(table, key=lambda lam: (table[lam], -lam))
-
-
-def plot_lambda(table: Mapping[float, float], metric: str, path: Path, *, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on servers and CI
-    import matplotlib.pyplot as plt
-
-    lambdas = sorted(table)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(lambdas, [table[lam] for lam in lambdas], marker="o")
-    best = best_lambda(table)
-    ax.axvline(best, color="grey", linestyle="--", linewidth=1)
-    ax.annotate(f"λ = {best:g}: {table[best]:.4f}", (best, table[best]), textcoords="offset points",
-                xytext=(8, -14))
-    if lambdas[0] > 0 or len([x for x in lambdas if x > 0]) > 2:
-        ax.set_xscale("symlog", linthresh=min(x for x in lambdas if x > 0))
-        ax.set_xlim(min(lambdas), max(lambdas) * 1.2)
-    ax.set_xlabel("λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)")
-    ax.set_ylabel(metric)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
