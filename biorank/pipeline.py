@@ -195,7 +195,7 @@ class Pipeline:
         if settings.rerank and cross_encoder is not None:
             weight = settings.rerank_weight
             if weight is None:
-                weight = index_weight(self.searcher.record, cross_encoder.model_name)
+                weight = index_weight(self.searcher.record, cross_encoder)
             self.reranker = Reranker(cross_encoder, self.searcher.client, self.searcher.index,
                                      depth=settings.rerank_depth, weight=weight)
         self.snippets = _snippet_stage(self.searcher, settings, cross_encoder, snippet_weights)

@@ -12,6 +12,7 @@ from biorank.cli.render import echo, record_progress, stage_progress
 from biorank.config import ConnectionSettings
 from biorank.tuning.lambda_grid import LAMBDA_GRID
 from biorank.tuning.rerank_weight import WEIGHT_GRID
+from biorank.types import Qrels
 
 SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all of them."
 
@@ -33,17 +34,13 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
                 split: str, grid: str, plot: Path, no_store: bool) -> None:
     """Grid-search the hybrid's λ on a development set (Ma et al.) and store the best with the index."""
     from biorank.evaluation.measures import parse_measure
-    from biorank.evaluation.splits import split_judged
-    from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.store.record import store_lambda
     from biorank.tuning.grid import best_setting, plot_grid
     from biorank.tuning.lambda_grid import tune_lambda_grid
 
     parse_measure(metric)
     lambdas = _grid(grid, upper=float("inf"))
-    qrels = read_qrels(qrels_path)
-    wanted = set(split_judged(qrels, split))
-    queries = {q: t for q, t in read_queries(queries_path).items() if q in wanted}
+    queries, qrels = _split_queries(queries_path, qrels_path, split)
     searcher = options.searcher(settings, index_name, mode="hybrid")
     echo(f"tuning λ on {len(queries)} queries ({split}), {metric}, {len(lambdas)} values")
     with record_progress("λ grid", len(lambdas) * len(queries), "queries") as advance:
@@ -97,8 +94,6 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
       biorank tune-rerank --queries $S/queries_train.jsonl --qrels $S/qrels/train.tsv --index scifact
     """
     from biorank.evaluation.measures import parse_measure
-    from biorank.evaluation.splits import split_judged
-    from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.pipeline import Pipeline, PipelineError, PipelineSettings
     from biorank.stages.rerank import Reranker
     from biorank.store.record import store_rerank_weight
@@ -114,12 +109,7 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
     if first_stage.rerank or first_stage.snippets is not None:
         raise click.BadParameter(f"name a first stage alone (hybrid, bm25, ...), not {system!r}",
                                  param_hint="--system")
-    qrels = read_qrels(qrels_path)
-    wanted = set(split_judged(qrels, split))
-    queries = {q: t for q, t in read_queries(queries_path).items() if q in wanted}
-    if not queries:
-        raise click.BadParameter(f"no query of {queries_path} is among the judged queries of the {split} split "
-                                 f"of {qrels_path}", param_hint="--queries")
+    queries, qrels = _split_queries(queries_path, qrels_path, split)
     searcher = options.searcher(settings, index_name)
     reranker = Reranker.for_index(searcher, reranker_model, precision=rerank_precision,  # type: ignore[arg-type]
                                   depth=rerank_depth, weight=0.0, length=rerank_length)
@@ -140,6 +130,20 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
                             queries=len(queries), split=split, system=system, depth=rerank_depth,
                             length=rerank_length)
         click.echo(f"stored w = {best:g} with {index_name}: reranking with {identity} uses it from now on")
+
+
+def _split_queries(queries_path: str, qrels_path: str, split: str) -> tuple[dict[str, str], Qrels]:
+    """The queries of the judged ``split`` and every judgement; none is a clear error, not an empty tuning."""
+    from biorank.evaluation.splits import split_judged
+    from biorank.evaluation.topics import read_qrels, read_queries
+
+    qrels = read_qrels(qrels_path)
+    wanted = set(split_judged(qrels, split))
+    queries = {q: t for q, t in read_queries(queries_path).items() if q in wanted}
+    if not queries:
+        raise click.BadParameter(f"no query of {queries_path} is among the judged queries of the {split} split "
+                                 f"of {qrels_path}", param_hint="--queries")
+    return queries, qrels
 
 
 def _grid(grid: str, *, upper: float) -> list[float]:

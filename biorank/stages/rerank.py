@@ -112,7 +112,7 @@ class Reranker:
 
         cross_encoder = CrossEncoder(model or index_reranker(searcher.record), precision=precision, max_length=length)
         if weight is None:
-            weight = index_weight(searcher.record, cross_encoder.model_name)
+            weight = index_weight(searcher.record, cross_encoder)
         return cls(cross_encoder, searcher.client, searcher.index, depth=depth, weight=weight)
 
     def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
@@ -156,13 +156,15 @@ def index_reranker(record: IndexRecord) -> str:
     return model
 
 
-def index_weight(record: IndexRecord, cross_encoder: str) -> float:
-    """The weight ``tune-rerank`` stored for the index and the cross-encoder of identity ``cross_encoder``, else
-    :data:`DEFAULT_WEIGHT`: a weight tuned for another cross-encoder says nothing about this one's scores."""
+def index_weight(record: IndexRecord, cross_encoder: CrossEncoder | str) -> float:
+    """The weight ``tune-rerank`` stored for the index and ``cross_encoder`` (or its identity), else
+    :data:`DEFAULT_WEIGHT`: a weight tuned for another cross-encoder says nothing about this one's scores. The
+    identity (a digest of the model's files) is computed only when the index has a tuned weight to match."""
     tuned = record.rerank_tuning
-    if tuned and tuned.get("reranker") == cross_encoder:
-        return float(tuned["weight"])
-    return DEFAULT_WEIGHT
+    if not tuned:
+        return DEFAULT_WEIGHT
+    identity = cross_encoder if isinstance(cross_encoder, str) else cross_encoder.model_name
+    return float(tuned["weight"]) if tuned.get("reranker") == identity else DEFAULT_WEIGHT
 
 
 def fetch_texts(client: Any, index: str, ids: Sequence[str]) -> dict[str, str]:
