@@ -14,11 +14,12 @@ DEFAULT_INDEX = "biorank"
 """The documents index a command uses when none is named; its sentences go to ``biorank-sentences``."""
 QUERY_LOG_INDEX = "biorank-queries"
 SEED = 20261122
-"""The one seed of everything biorank draws at random: the dev split, training, the tuners' samplers."""
+"""The one seed of everything biorank draws at random: training and the tuners' samplers (the dev split is a
+hash of each query's id, :mod:`biorank.evaluation.splits`)."""
 DEFAULT_LAMBDA = 0.03
 """λ of the hybrid when the index has no tuned one and its encoder names none: all-MiniLM-L6-v2's best of
-0 … 1 on the dev split of SciFact train (``biorank tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at 0.05,
-0.6665 at 0, 0.6948 at 1). Encoders of the catalogue carry their own (:mod:`biorank.models.catalogue`)."""
+0 … 1 on the (then seeded) dev split of SciFact train (``biorank tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at
+0.05, 0.6665 at 0, 0.6948 at 1). Encoders of the catalogue carry their own (:mod:`biorank.models.catalogue`)."""
 MAX_RECORD_BYTES = 1 << 20
 """Title + abstract of one indexed record; PubMed's longest abstracts are tens of kilobytes."""
 

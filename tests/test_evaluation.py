@@ -16,7 +16,7 @@ from biorank.evaluation.measures import evaluate
 from biorank.evaluation.phase_a import sentence_scores
 from biorank.evaluation.report import evaluate_runs
 from biorank.evaluation.runs import read_trec
-from biorank.evaluation.splits import dev_split
+from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
 from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.store.indices import delete_indices
@@ -67,11 +67,21 @@ def test_topic_files_of_the_development_data(shared_data: Path) -> None:
     assert len(read_queries(nfcorpus / "dev.titles.queries")) == 325
 
 
-def test_dev_split_is_fixed_disjoint_and_a_fifth() -> None:
-    ids = [str(i) for i in range(809)]
-    rest, dev = dev_split(ids)
-    assert len(dev) == 162 and not set(rest) & set(dev) and set(rest) | set(dev) == set(ids)
-    assert dev_split(reversed(ids)) == (rest, dev), "the split does not depend on the order of a file"
+def test_the_dev_split_depends_on_each_id_alone() -> None:
+    qrels = {str(i): {"d": 1} for i in range(2000)}
+    dev, rest = split_judged(qrels, "dev"), split_judged(qrels, "rest")
+    assert not set(rest) & set(dev) and set(rest) | set(dev) == set(qrels) == set(split_judged(qrels, "all"))
+    assert 0.17 < len(dev) / len(qrels) < 0.23, "about a fifth"
+    fewer = {q: qrels[q] for q in list(qrels)[::3]}
+    assert split_judged(fewer, "dev") == [q for q in dev if q in fewer], "other ids never move a query"
+    assert split_judged({**qrels, "x": {"d": 0}}, "dev") == dev, "an unjudged query is in no split"
+
+
+def test_scifacts_two_notions_of_relevance_share_their_dev_claims(shared_data: Path) -> None:
+    scifact = shared_data / "scifact"
+    cited = split_judged(read_qrels(scifact / "qrels" / "train.tsv"), "dev")
+    evidence = split_judged(read_qrels(scifact / "claims_train.jsonl"), "dev")
+    assert (len(cited), len(evidence)) == (141, 83) and set(evidence) <= set(cited)
 
 
 @pytest.fixture(scope="module")

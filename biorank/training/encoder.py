@@ -31,7 +31,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biorank.config import SEED
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.indexer.blocks import block_budget
 from biorank.models.encoder import DEFAULT_MODEL, quiet_loading
@@ -401,7 +400,7 @@ def _write_card(out: Path, report: EncoderTrainingReport, config: EncoderTrainin
                  "made from the collection. Load it with `biorank reindex-vectors --model` or `biorank index "
                  "--model`."),
         data={"index": index, "training queries": report.train_queries,
-              "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
+              "development queries": f"{report.dev_queries} (the dev split, by a hash of each id; never trained on)",
               "supervised pairs": _pairs_described(report, config),
               "synthetic pairs": (f"{sum(report.synthetic.values())} ({kinds}), {config.synthetic_per_batch} of "
                                   f"every batch of {config.batch_size}" if report.synthetic else "none"),

