@@ -7,10 +7,10 @@ tuned λ holds beyond the queries it was tuned on). Prefix variants of one model
 without its query instruction) share the index: only the record's query prefix is switched
 (``reindex-vectors --query-prefix``), the passage vectors being the same.
 
-- SciFact: 5,183 abstracts, BEIR train qrels, the fixed dev split of its 809 claims (162) and the rest (647);
+- SciFact: 5,183 abstracts, BEIR train qrels, the dev split of its 809 claims (141) and the rest (668);
 - NFCorpus: ``dev.docs`` (3,193 documents), all 324 judged ``dev.titles`` queries, 2-1-0 grades (dev only);
 - BioASQ 7B: the 959 abstracts of ``bioasq/abstracts``, the 240 questions whose gold documents are all
-  there, dev split (48) and rest (192); every abstract is gold for some question, so scores run high.
+  there, dev split (46) and rest (194); every abstract is gold for some question, so scores run high.
 
     python benchmarks/encoder_choice.py --url http://127.0.0.1:9200 --datasets bioasq7b,nfcorpus,scifact \\
         --variants minilm,bge,bge-instruct,e5 --out encoder-choice

@@ -11,7 +11,7 @@ every configuration replays the same actions and asks with the same vectors.
 - **latency**: warm p50/p95 of bm25 (``text``), dense (HNSW kNN) and the exact hybrid, 150 claims, k = 10,
   one query at a time after a warm-up pass, as ``Searcher.search`` sends them;
 - **heap, disk**: JVM heap used after the queries; the index's store size after a flush;
-- **quality**: nDCG@10 on SciFact's dev claims (162) for bm25, dense-exact and hybrid, which must agree
+- **quality**: nDCG@10 on SciFact's dev claims (141) for bm25, dense-exact and hybrid, which must agree
   across configurations to 1e-4.
 
 The 100K-block index is SciFact's 9,878 blocks ten times over: copy ``g`` takes ids ``g<g>:<id>`` and each
@@ -244,7 +244,7 @@ def main() -> None:
         print(f"| {r['engine']} | {r['java']} ({simd}) | {r['blocks']:,} | {r['blocks_per_s']:.0f} | "
               + " | ".join(f"{r[f'{m}_p50']:.1f} / {r[f'{m}_p95']:.1f}" for m in MODES)
               + f" | {r['heap_mb']:.0f} | {r['disk_mb']:.0f} |")
-    print("\nSciFact dev nDCG@10 (162 claims):")
+    print("\nSciFact dev nDCG@10:")
     for r in results:
         if "bm25_ndcg" in r:
             print(f"  {r['engine']} Java {r['java']}: " + ", ".join(f"{m} {r[f'{m}_ndcg']:.4f}" for m in QUALITY_MODES))

@@ -49,7 +49,8 @@ class Recipe:
     precision: str = "auto"
     keep: str = "best"
     """Which epoch ``out`` holds: ``best`` by the dev figure, or ``last``, where the dev split is too small to
-    choose by (the shipped reranker's 48 validation questions ranked its epochs 4, 2, 1, 5, 3)."""
+    choose by (the shipped reranker's 46 validation questions gave its epochs 0.9217 to 0.9269 while SciFact dev
+    rose)."""
 
 
 KEEP = ("best", "last")
