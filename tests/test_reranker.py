@@ -217,9 +217,11 @@ def test_groups_in_one_step_lose_what_they_lose_one_by_one(tiny_reranker: Path) 
 
     model, tokenizer = load_cross_encoder(str(tiny_reranker))
     model.eval()  # no dropout: the same pairs must give the same logits
-    groups = [Group(CLAIM, ("Vitamin D and tuberculosis in a cohort.", "Gene expression in yeast.",
+    # The "positive" of each group is an unrelated text, so that the losses are far from 0 whatever the model
+    # (it starts from the shipped cross-encoder, sure of the easy cases): a scored pad would move them.
+    groups = [Group(CLAIM, ("Gene expression in yeast.", "Vitamin D and tuberculosis in a cohort.",
                             "A trial of statins.")),
-              Group("Aspirin prevents heart attacks.", ("Aspirin in primary prevention.", "Soil bacteria."))]
+              Group("Aspirin prevents heart attacks.", ("Soil bacteria.", "Aspirin in primary prevention."))]
     with torch.no_grad():
         alone = [groups_loss(model, tokenizer, [g], 64, bf16=False).item() for g in groups]
         together = groups_loss(model, tokenizer, groups, 64, bf16=False).item()
