@@ -14,11 +14,11 @@ negative can be a hard one from another collection as well as from the query's o
 - The MEDLINE sample (``pubmed/``) only adds texts to the pool.
 
 **What is held out.** A query is ``dev`` (never trained on) when an evaluation measures it: SciFact's dev split
-(:func:`~biorank.evaluation.splits.split_judged`, by either notion of relevance, so neither evaluation sees a
-trained claim), all NFCorpus dev queries, the 7B questions whose gold abstracts are all present (the BioASQ
-evaluation set). The other queries of BioASQ and PubMedQA are split by a hash of the query's id
-(:func:`~biorank.evaluation.splits.hashed_split`), which a new source or a changed file never moves. A training
-query whose text is also a held-out query's (BioASQ repeats questions across years) is dropped.
+(:func:`~biorank.evaluation.splits.split_judged`'s hash of the claim id, the same claims under either notion of
+relevance, so neither evaluation sees a trained claim), all NFCorpus dev queries, the 7B questions whose gold
+abstracts are all present (the BioASQ evaluation set). The other queries of BioASQ and PubMedQA are split by a hash
+of the query's id (:func:`~biorank.evaluation.splits.hashed_split`), which a new source or a changed file never
+moves. A training query whose text is also a held-out query's (BioASQ repeats questions across years) is dropped.
 
 **Negatives** (:func:`bm25_negatives`): the pool goes into a working index, each query's BM25 top ``depth``
 comes back best first, without any text of a document judged for the query (relevant or not) and without a
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from biorank.errors import BiorankError
 from biorank.evaluation.bioasq import read_golden
 from biorank.evaluation.phase_a import read_evidence_sentences
-from biorank.evaluation.splits import hashed_fraction, hashed_split, split_judged
+from biorank.evaluation.splits import JUDGED, hashed_fraction, hashed_split
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.readers import read_records
 from biorank.stages.rerank import document_text
@@ -264,7 +264,6 @@ def _scifact(folder: Path, supervision: Supervision) -> Iterator[SupervisedQuery
             supervision.add(_abstract_passage(f"scifact:{record.id}", record))
     cited = read_qrels(folder / "qrels" / "train.tsv") if (folder / "qrels" / "train.tsv").is_file() else {}
     evidence = read_qrels(claims_path)
-    held_out = set(split_judged(cited, "dev")) | set(split_judged(evidence, "dev"))
     sentences = read_evidence_sentences(claims_path)
     for qid, text in read_queries(claims_path).items():
         positives = {f"scifact:{d}": grade for d, grade in cited.get(qid, evidence.get(qid, {})).items()
@@ -275,8 +274,8 @@ def _scifact(folder: Path, supervision: Supervision) -> Iterator[SupervisedQuery
                 positives[supervision.add(Passage(f"scifact:{doc}:{number}", f"scifact:{doc}", "sentence",
                                                   sentence))] = 1
         judged = {f"scifact:{d}" for d in (*cited.get(qid, {}), *evidence.get(qid, {}))}
-        yield SupervisedQuery("scifact", qid, text, "dev" if qid in held_out else "train", positives,
-                              frozenset(judged))
+        # The dev split is a hash of the id alone, so both notions of relevance hold out the same claims.
+        yield SupervisedQuery("scifact", qid, text, hashed_split(JUDGED, qid), positives, frozenset(judged))
 
 
 def _bioasq(folder: Path, supervision: Supervision) -> Iterator[SupervisedQuery]:
