@@ -73,6 +73,7 @@ def test_piped_progress_gives_the_rate_or_for_slow_work_the_time_each(monkeypatc
 
     now = [0.0]
     monkeypatch.setattr(render.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(render, "HEARTBEAT_S", 3600.0)  # only the calls below speak
     with render.stage_progress() as progress:
         progress("encoding", 0, 1000)
         now[0] = 10.0
@@ -94,3 +95,21 @@ def test_piped_progress_gives_the_rate_or_for_slow_work_the_time_each(monkeypatc
         progress("validation", 50, 100)
     assert capsys.readouterr().err.splitlines() == ["validation: 100/100 done, 2.5/s",
                                                     "validation: 50/100 done, 5.0/s, 10 s left"]
+
+
+def test_piped_progress_speaks_while_a_slow_batch_gives_it_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    import time
+
+    from biorank.cli import render
+
+    monkeypatch.setattr(render, "PLAIN_EVERY_S", 0.05)
+    monkeypatch.setattr(render, "HEARTBEAT_S", 0.01)
+    with render.record_progress("indexing", 10) as advance:
+        time.sleep(0.5)  # the first batch, not done yet
+        advance(10)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 3 and set(lines[:-1]) == {"indexing: 0/10 records, 0.0/s"}, lines
+    assert lines[-1].startswith("indexing: 10/10 records, ")
+    time.sleep(0.1)
+    assert capsys.readouterr().err == "", "nothing is said once the work is over"

@@ -13,7 +13,7 @@ from opensearchpy import OpenSearch
 from biorank.cluster.artifacts import ENGINES
 from biorank.demo import sample_path
 from biorank.indexer.readers import read_records
-from biorank.retrieval.requests import HYBRID_SCRIPT, exact_hybrid_query
+from biorank.retrieval.requests import KNN_SCORE, exact_hybrid_query
 from biorank.store.mappings.documents import IndexSettings, index_settings
 from biorank.store.mappings.fields import knn_vector
 from biorank.store.server import bm25_similarity
@@ -123,9 +123,12 @@ def test_exact_hybrid_equals_lambda_bm25_plus_dot(opensearch: OpenSearch, hybrid
 def test_document_without_vector_scores_its_bm25_part_only(opensearch: OpenSearch, hybrid_index) -> None:
     index, vectors = hybrid_index
     no_vector = next(r.id for r in sample_records() if r.id not in vectors)
-    body = {"size": 100, "query": exact_hybrid_query("zzzunmatchedterm", [0.0] * 8, lam=1.0)}
+    q = [1.0] + [0.0] * 7
+    body = {"size": 100, "query": exact_hybrid_query("zzzunmatchedterm", q, lam=1.0)}
     scores = {h["_id"]: h["_score"] for h in opensearch.search(index=index, body=body)["hits"]["hits"]}
+    # The vector script scores a block without a vector 0; the hybrid counts its dense part as 0, not -1.
     assert scores[no_vector] == pytest.approx(1.0)
+    assert all(scores[i] == pytest.approx(1.0 + float(v[0]), abs=1e-6) for i, v in vectors.items())
     assert len(scores) == 40
 
 
@@ -134,9 +137,9 @@ def test_user_text_travels_only_as_query_text_and_params(opensearch: OpenSearch,
     q = [1.0] + [0.0] * 7
     hostile = 'homocysteine"); return 1e9; // \'} {"script": "Math.random()"} params.lam = 1000;'
     body = exact_hybrid_query(hostile, q, lam=0.5)
-    script = body["script_score"]["script"]
-    assert script["source"] == HYBRID_SCRIPT
-    assert script["params"]["query_vector"] == q and script["params"]["lam"] == 0.5
+    script = body["bool"]["must"][0]["script_score"]["script"]
+    assert script["source"] == KNN_SCORE and script["params"]["query_value"] == q and hostile not in str(script)
+    assert body["bool"]["should"][-1] == {"bool": {"should": [{"match": {"text": hostile}}], "boost": 0.5}}
 
     hostile_hits = opensearch.search(index=index, body={"size": 5, "query": body})["hits"]["hits"]
     # The hostile text is only words to match: its scores are those of its plain terms.

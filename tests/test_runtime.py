@@ -144,3 +144,19 @@ def test_biorank_query_in_a_fresh_process_imports_no_torch(opensearch_url: str, 
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 4 and lines[-1] == "imported: []"
     assert all(json.loads(line)["score"] > 0 for line in lines[:3])
+
+
+def test_a_bert_export_runs_on_fused_kernels(texts: list[str]) -> None:
+    """Attention, layer norms and GELU as ONNX Runtime's fused operators (the same vectors: the test above)."""
+    import onnx
+
+    Encoder(PACKAGED_MODEL, precision="int8").encode(texts[:1])  # exported, if no test did it before
+    folder = cached(Encoder(PACKAGED_MODEL, precision="onnx").weights, "encoder", "int8")
+    assert folder is not None
+    for precision in ("onnx", "int8"):
+        graph = onnx.load(str(folder / FILES[precision]), load_external_data=False).graph
+        operators = {node.op_type for node in graph.node}
+        # int8 has quantised variants of some (QAttention, QEmbedLayerNormalization).
+        assert "SkipLayerNormalization" in operators and operators & {"Attention", "QAttention"}, precision
+        assert operators & {"EmbedLayerNormalization", "QEmbedLayerNormalization"}, precision
+        assert "Softmax" not in operators and "IsNaN" not in operators, precision

@@ -16,12 +16,19 @@ from biorank.cli import cli
 from biorank.errors import BiorankError
 from biorank.models.encoder import Encoder, packaged_model_dir
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
-from biorank.retrieval.requests import HYBRID_SCRIPT
+from biorank.retrieval.requests import KNN_SCORE
 from biorank.retrieval.searcher import QueryError, Searcher, SearchSettings
 from biorank.store.record import IndexMismatch, check_record
 from biorank.types import Hit
 
 QUERY = "Folic acid supplementation lowers homocysteine levels"
+def _hybrid_parts(query: dict) -> tuple[dict, list[dict], float]:
+    """The vector script, the BM25 clauses and λ of a hybrid query body."""
+    (exact,) = query["bool"]["must"]
+    text = query["bool"]["should"][-1]["bool"]
+    return exact["script_score"]["script"], text["should"], text["boost"]
+
+
 HOSTILE = 'homocysteine"); return 1e9; // \'} {"script": "Math.random()"} params.lam = 1000;'
 
 
@@ -133,11 +140,10 @@ def test_user_text_never_changes_the_script(opensearch, sample_index, default_en
     for mode in ("hybrid", "hybrid-approx"):
         searcher = _searcher(opensearch, sample_index, default_encoder, mode=mode)
         final = searcher.requests(HOSTILE, k=5)[-1][1]
-        assert final["query"]["script_score"]["script"]["source"] == HYBRID_SCRIPT
-        assert final["query"]["script_score"]["query"]["bool"]["should"] == [{"match": {"passage": HOSTILE}}]
-        script = final["query"]["script_score"]["script"]
-        assert set(script["params"]) == {"field", "query_vector", "lam", "shift"}
-        assert all(isinstance(v, float) for v in (script["params"]["lam"], script["params"]["shift"]))
+        script, text, lam = _hybrid_parts(final["query"])
+        assert script["lang"] == "knn" and script["source"] == KNN_SCORE
+        assert set(script["params"]) == {"field", "query_value", "space_type"} and HOSTILE not in json.dumps(script)
+        assert text == [{"match": {"passage": HOSTILE}}] and isinstance(lam, float)
         hits = searcher.search(HOSTILE, k=5)
         assert hits and max(h.score for h in hits) < 10
 
@@ -168,7 +174,7 @@ def test_cli_query_json_and_show_query(opensearch_url: str, sample_index: str) -
     assert request_text.startswith(
         f"GET {sample_index}/_search?allow_partial_search_results=false&search_type=dfs_query_then_fetch\n")
     body = json.loads(request_text.split("\n", 1)[1])
-    assert body["query"]["script_score"]["script"]["source"] == HYBRID_SCRIPT
+    assert _hybrid_parts(body["query"])[0]["source"] == KNN_SCORE
     hits = [json.loads(line) for line in ("{" + hits_text).splitlines() if line.strip()]
     assert [h["rank"] for h in hits] == [1, 2, 3] and {"bm25", "dense", "hybrid"} <= hits[0].keys()
 
@@ -267,10 +273,10 @@ def test_request_bodies_are_built_offline_with_user_text_only_as_match_text_and_
 
     text = 'statins"; return 1e9; //'
     body = search_body("hybrid", "passage", text, [0.5, 0.5], None, 10, lam=0.25)
-    script = body["query"]["script_score"]["script"]
-    assert script["source"] == HYBRID_SCRIPT and text not in json.dumps(script["source"])
-    assert script["params"]["lam"] == 0.25 and script["params"]["query_vector"] == [0.5, 0.5]
-    assert body["query"]["script_score"]["query"]["bool"]["should"] == [{"match": {"passage": text}}]
+    script, clauses, lam = _hybrid_parts(body["query"])
+    assert script["source"] == KNN_SCORE and text not in json.dumps(script)
+    assert lam == 0.25 and script["params"]["query_value"] == [0.5, 0.5]
+    assert clauses == [{"match": {"passage": text}}]
     assert body["collapse"] == {"field": "id"} and body["size"] == 10 and "explain" not in body
     assert search_body("bm25", "text", text, None, None, 5, lam=0.0, light=True)["_source"] == ["id"]
     assert search_body("dense", "passage", text, [1.0], None, 5, lam=0.0)["query"]["knn"]["embedding"]["k"] == 100

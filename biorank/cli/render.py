@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 PLAIN_EVERY_S = 5.0
 """How often a progress line is printed when stderr is not a terminal (a pipe, a CI log)."""
+HEARTBEAT_S = 1.0
+"""How often a piped progress line checks whether it has been quiet for :data:`PLAIN_EVERY_S`."""
 
 
 def echo(message: str) -> None:
@@ -102,26 +105,61 @@ class _PlainProgress:
         self.what, self.total, self.unit = what, total, unit
         self.done = 0
         self.started = self.said = time.monotonic()
+        self._lock = threading.Lock()
 
     def advance(self, n: int, done: int | None = None) -> None:
-        self.done = self.done + n if done is None else done
-        now = time.monotonic()
-        if now - self.said >= PLAIN_EVERY_S or self.done >= self.total:
-            self.said = now
-            elapsed = max(now - self.started, 1e-9)
-            rate = self.done / elapsed
-            left = (self.total - self.done) / rate if rate > 0 else float("inf")
-            eta = f", {left:.0f} s left" if left != float("inf") and self.done < self.total else ""
-            # Slow work (a training step of half a minute) reads better as time per item than as 0.0/s.
-            pace = f"{rate:.1f}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s each"
-            echo(f"{self.what}: {self.done}/{self.total} {self.unit}, {pace}{eta}")
+        with self._lock:
+            self.done = self.done + n if done is None else done
+            now = time.monotonic()
+            if now - self.said >= PLAIN_EVERY_S or self.done >= self.total:
+                self._say(now)
+
+    def say_if_quiet(self) -> None:
+        """The line again when none was said for :data:`PLAIN_EVERY_S` and the work is not done."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self.said >= PLAIN_EVERY_S and self.done < self.total:
+                self._say(now)
+
+    def _say(self, now: float) -> None:
+        self.said = now
+        elapsed = max(now - self.started, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        eta = f", {left:.0f} s left" if left != float("inf") and self.done < self.total else ""
+        # Slow work (a training step of half a minute) reads better as time per item than as 0.0/s.
+        pace = f"{rate:.1f}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s each"
+        echo(f"{self.what}: {self.done}/{self.total} {self.unit}, {pace}{eta}")
+
+
+@contextlib.contextmanager
+def _heartbeat(current: Callable[[], _PlainProgress | None]) -> Iterator[None]:
+    """Repeats the ``current`` line while it is quiet: work that advances rarely (the first batch of an index
+    with sentences takes a minute on a slow CPU) must not look stalled to a log."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            line = current()
+            if line is not None:
+                line.say_if_quiet()
+
+    thread = threading.Thread(target=beat, name="biorank-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextlib.contextmanager
 def record_progress(what: str, total: int, unit: str = "records") -> Iterator[Callable[[int], None]]:
     """Progress on stderr (``unit`` done of ``total``, per second, time left); yields its advance function."""
     if not sys.stderr.isatty():
-        yield _PlainProgress(what, total, unit).advance
+        line = _PlainProgress(what, total, unit)
+        with _heartbeat(lambda: line):
+            yield line.advance
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -143,14 +181,17 @@ def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
     """Progress for work in stages: the yielded function takes (stage, done, total), a bar or line per stage."""
     if not sys.stderr.isatty():
         lines: dict[str, _PlainProgress] = {}
+        latest: list[_PlainProgress] = []
 
         def say(stage: str, done: int, total: int) -> None:
             # A stage that starts again (validation after every epoch) counts its rate afresh.
             if stage not in lines or done < lines[stage].done:
                 lines[stage] = _PlainProgress(stage, total, "done")
+            latest[:] = [lines[stage]]
             lines[stage].advance(0, done)
 
-        yield say
+        with _heartbeat(lambda: latest[0] if latest else None):
+            yield say
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

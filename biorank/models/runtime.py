@@ -39,12 +39,13 @@ FILES = {"onnx": "model.onnx", "int8": "model-int8.onnx"}
 MANIFEST = "manifest.json"
 BERT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 """What a BERT graph is fed; segment ids matter for pairs (a cross-encoder), not for single texts."""
-FORMAT = 1
+FORMAT = 2
+"""Bumped when the export changes what the files hold, so that older caches are made again (2: BERT graphs
+fused by :func:`biorank.models.export.fuse`)."""
 PAIR_TRUNCATION = "longest_first"
 """How a (query, text) pair is cut to the cross-encoder's window: from the longer of the two, so the text alone
 while it is the longer (a usual query keeps every word piece, as ``only_second`` would keep it) and the query
 too when a query is longer than its text, which ``only_second`` refuses with an error."""
-"""Bumped when the export changes what the files hold, so that older caches are made again."""
 
 
 class RuntimeUnavailable(BiorankError):

@@ -399,8 +399,7 @@ def _write_card(out: Path, report: EncoderTrainingReport, config: EncoderTrainin
                  "cross-entropy over in-batch negatives (Ma et al.), on supervised pairs and synthetic pairs "
                  "made from the collection. Load it with `biorank reindex-vectors --model` or `biorank index "
                  "--model`."),
-        data={"index": index, "training queries": report.train_queries,
-              "development queries": f"{report.dev_queries} (the dev split, by a hash of each id; never trained on)",
+        data={"index": index, **report.split_facts(),
               "supervised pairs": _pairs_described(report, config),
               "synthetic pairs": (f"{sum(report.synthetic.values())} ({kinds}), {config.synthetic_per_batch} of "
                                   f"every batch of {config.batch_size}" if report.synthetic else "none"),

@@ -77,6 +77,11 @@ class TrainingReport:
             return self.history[self.best_epoch - 1][METRIC]
         return max((h[METRIC] for h in self.history), default=float("nan"))
 
+    def split_facts(self) -> dict[str, int | str]:
+        """The model card's lines on which queries trained and which validated."""
+        return {"training queries": self.train_queries,
+                "development queries": f"{self.dev_queries} (the dev split, by a hash of each id; never trained on)"}
+
 
 class Ranked:
     """The one attribute :func:`biorank.evaluation.measures.run_from_hits` reads of a hit."""

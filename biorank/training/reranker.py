@@ -257,8 +257,7 @@ def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTrain
         summary=("A BERT cross-encoder (one logit for `[CLS] query [SEP] title abstract [SEP]`), trained by "
                  "`biorank train-reranker` with BM25 negatives (Hofstätter et al.) and softmax cross-entropy "
                  "over each positive and its negatives."),
-        data={"index": index, "training queries": report.train_queries,
-              "development queries": f"{report.dev_queries} (the dev split, by a hash of each id; never trained on)",
+        data={"index": index, **report.split_facts(),
               "groups (judged-relevant pairs)": report.groups,
               "negatives": _negatives_described(report, config)},
         # With gathered supervision the negatives' depth was the gathering's, not negatives_from_top.
