@@ -178,3 +178,5 @@ def test_a_query_vector_of_another_encoder_is_refused_in_one_line(
     with pytest.raises(QueryError, match=r"the vector of query 'q' has 768 dimensions; index .* holds "
                                          r"384-dimensional vectors"):
         searcher.search_many({"q": "vitamin D"}, vectors={"q": [0.0] * 767 + [1.0]})
+    with pytest.raises(QueryError, match="not a unit vector"):
+        searcher.search_many({"q": "vitamin D"}, vectors={"q": [0.0] * 384})

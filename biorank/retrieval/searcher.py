@@ -23,6 +23,7 @@ User text reaches the cluster only as ``match`` text and as script ``params``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -245,6 +246,9 @@ class Searcher:
                 raise QueryError(f"the vector of query {qid!r} has {len(vectors[qid])} dimensions; index "
                                  f"{self.index!r} holds {self.record.dimension}-dimensional vectors of "
                                  f"{self.record.model}")
+            if qid in vectors and abs(math.fsum(x * x for x in vectors[qid]) - 1) > 1e-3:
+                # The exact scores read ⟨q, p⟩ as the cosine of unit vectors (requests.py), as the encoder gives.
+                raise QueryError(f"the vector of query {qid!r} is not a unit vector; normalise it first")
         pieces = self._pieces(queries)
         if mode in ("bm25", "dense", "dense-exact", "hybrid"):
             bodies = {q: self._body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
