@@ -61,49 +61,47 @@ def _export_graph(module: Any, inputs: tuple[str, ...], output: str, path: Path)
                 module.set_attn_implementation(attention)
 
 
-def fuse(path: Path, config: Any) -> bool:
+def fuse(path: Path, config: Any) -> None:
     """Rewrites a BERT graph in place with ONNX Runtime's fused CPU kernels (one Attention, SkipLayerNorm and
     BiasGelu per layer, EmbedLayerNorm for the embeddings); the same outputs to float rounding, a fifth less time
     for the cross-encoder's 20 pairs on 2 AVX2 cores (README, "Speed on your CPU"). Another model type stays as
-    exported (False)."""
-    import logging
-
+    exported."""
     if getattr(config, "model_type", None) != "bert":
-        return False
+        return
     from onnxruntime.transformers.optimizer import optimize_model
 
-    quiet = logging.getLogger()
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
+    with _quiet_logging():
         # opt_level 0: the fusions alone, as portable operators, not the session's CPU-specific rewrites.
         fused = optimize_model(str(path), model_type="bert", num_heads=int(config.num_attention_heads),
                                hidden_size=int(config.hidden_size), opt_level=0)
         fused.save_model_to_file(str(path))
+
+
+@contextlib.contextmanager
+def _quiet_logging() -> Iterator[None]:
+    """ONNX Runtime's tools log advice on every call (pre-processing for static quantisation, fusion counts)."""
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
     finally:
-        quiet.setLevel(level)
-    return True
+        root.setLevel(level)
 
 
 def quantise(source: Path, target: Path) -> None:
     """Dynamic int8 of an fp32 graph, one scale per output channel of each weight."""
-    import logging
-
     try:
         from onnx import TensorProto
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
         raise RuntimeUnavailable("int8 needs onnxruntime and onnx: `pip install onnxruntime onnx`") from None
-    # quantize_dynamic logs a suggestion to pre-process on every call; it is advice for static quantisation.
-    quiet = logging.getLogger()
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
+    with _quiet_logging():
         # Shape inference does not type the outputs of the fused operators (com.microsoft); they are floats.
         quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
                          extra_options={"DefaultTensorType": TensorProto.FLOAT})
-    finally:
-        quiet.setLevel(level)
 
 
 @contextlib.contextmanager

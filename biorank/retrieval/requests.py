@@ -31,28 +31,7 @@ def dense_query(
 ) -> dict:
     """``1 + ⟨q, v⟩`` of every entry that ``candidates`` and ``filters`` match, exactly; 1 for one without a
     vector."""
-    exact = {
-        "script_score": {
-            "query": {"bool": {"filter": [candidates, *filters]}},
-            "script": {
-                "lang": "knn",
-                "source": KNN_SCORE,
-                "params": {
-                    "field": vector_field,
-                    "query_value": [float(x) for x in query_vector],
-                    "space_type": "cosinesimil",
-                },
-            },
-            "boost": 2.0,
-        }
-    }
-    return {"bool": {"must": [exact], "should": [_vectorless(vector_field)]}}
-
-
-def _vectorless(vector_field: str) -> dict:
-    """``SHIFT`` for an entry without a vector (which ``knn_score`` scores 0), 0 for any other."""
-    return {"constant_score": {"filter": {"bool": {"must_not": [{"exists": {"field": vector_field}}]}},
-                               "boost": SHIFT}}
+    return _exact(query_vector, candidates, filters, vector_field)
 
 
 def hybrid_query(
@@ -72,9 +51,31 @@ def hybrid_query(
     filter only those (the approximate mode's union of BM25 and kNN candidates), each still exactly; ``filters``
     (:meth:`~biorank.retrieval.filters.Filters.clauses`) restrict either.
     """
-    dense = dense_query(query_vector, candidates=candidates, filters=filters, vector_field=vector_field)
-    dense["bool"]["should"].append({"bool": {"should": [text_query], "boost": float(lam)}})
-    return dense
+    bm25 = {"bool": {"should": [text_query], "boost": float(lam)}}
+    return _exact(query_vector, candidates, filters, vector_field, bm25)
+
+
+def _exact(query_vector: Sequence[float], candidates: dict, filters: Sequence[dict], vector_field: str,
+           *also: dict) -> dict:
+    """The vector part over the candidates, the vector-less blocks' 1, and ``also`` added to every score."""
+    vector_part = {
+        "script_score": {
+            "query": {"bool": {"filter": [candidates, *filters]}},
+            "script": {
+                "lang": "knn",
+                "source": KNN_SCORE,
+                "params": {
+                    "field": vector_field,
+                    "query_value": [float(x) for x in query_vector],
+                    "space_type": "cosinesimil",
+                },
+            },
+            "boost": 2.0,
+        }
+    }
+    vectorless = {"constant_score": {"filter": {"bool": {"must_not": [{"exists": {"field": vector_field}}]}},
+                                     "boost": SHIFT}}
+    return {"bool": {"must": [vector_part], "should": [vectorless, *also]}}
 
 
 def exact_hybrid_query(
