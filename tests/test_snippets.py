@@ -16,6 +16,7 @@ from biorank.evaluation.phase_a import read_evidence_sentences, sentence_scores
 from biorank.pipeline import PipelineError, PipelineSettings, with_snippets
 from biorank.retrieval.searcher import Searcher
 from biorank.stages.snippets import (
+    UNTUNED_WEIGHTS,
     SentenceCandidates,
     Snippet,
     SnippetError,
@@ -102,7 +103,9 @@ def test_weights_names_and_their_record() -> None:
     weights = SnippetWeights(sentence=(0.5, 0, 1, 0.25), document=(0.1, 1, 0, 0))
     assert SnippetWeights.from_dict(json.loads(json.dumps(weights.to_dict()))) == weights
     empty = IndexRecord.from_meta("x", {})
-    assert SnippetWeights.for_index(empty) == SnippetWeights() == SnippetWeights.named("equal", empty)
+    # An untuned index scores with SciFact's tuned weights, which leave the cross-encoder out; "equal" is equal.
+    assert SnippetWeights.for_index(empty) == UNTUNED_WEIGHTS == SnippetWeights.named("tuned", empty)
+    assert not UNTUNED_WEIGHTS.uses("relevance") and SnippetWeights.named("equal", empty) == SnippetWeights()
     tuned = IndexRecord.from_meta("x", {"snippet_weights": weights.to_dict()})
     assert SnippetWeights.named("tuned", tuned) == weights
     assert SnippetWeights.named("lexical", empty).sentence == (0.0, 0.0, 1.0, 0.0)

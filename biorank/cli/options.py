@@ -29,8 +29,8 @@ MODE_HELP = ("bm25 | dense (kNN on HNSW) | dense-exact | hybrid (exact λ·BM25 
 SYSTEMS_HELP = ("Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, hybrid-approx, "
                 "rrf, minmax, os-hybrid; NAME+rerank reorders the top --rerank-depth with the cross-encoder; "
                 "NAME+snippets (or NAME+rerank+snippets) also returns snippets, scored with the weights "
-                "tune-snippets stored (-equal, -relevance, -similarity, -lexical or -document after +snippets "
-                "choose others), and +rescore after that reorders the top 10 by S_doc.")
+                "tune-snippets stored (else SciFact's; -equal, -relevance, -similarity, -lexical or -document after "
+                "+snippets choose others), and +rescore after that reorders the top 10 by S_doc.")
 
 
 def default(settings_class: type, name: str) -> Any:

@@ -59,7 +59,8 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 @click.option("--rerank", is_flag=True, help="Reorder the top --rerank-depth hits with the cross-encoder.")
 @options.rerank_options
 @click.option("--snippets", is_flag=True, help="Show each hit's best sentences (relevance, similarity, BM25 and "
-              "document score, weighted as tuned by tune-snippets) with the query terms highlighted.")
+              "document score, weighted as tune-snippets stored for the index, else as tuned on SciFact) with the "
+              "query terms highlighted.")
 @click.option("--rescore", is_flag=True, help="Also reorder the top 10 hits by S_doc, their score from their best "
               "sentences (implies --snippets).")
 @options.log_option
