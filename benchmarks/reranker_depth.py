@@ -99,10 +99,10 @@ def prepare(args: argparse.Namespace) -> None:
     evals = []
     for name, (index, queries, qrels) in sets.items():
         hits = Searcher(client, index).search_many(queries, 20)
-        found = fetch_texts(client, index, sorted({h.id for found in hits.values() for h in found}))
-        evals += [{"set": name, "qid": q, "q": queries[q], "ids": [h.id for h in found_hits],
-                   "first": [h.score for h in found_hits], "texts": [found[h.id] for h in found_hits],
-                   "qrels": qrels.get(q, {})} for q, found_hits in hits.items()]
+        texts_of = fetch_texts(client, index, sorted({h.id for ranked in hits.values() for h in ranked}))
+        evals += [{"set": name, "qid": q, "q": queries[q], "ids": [h.id for h in ranked],
+                   "first": [h.score for h in ranked], "texts": [texts_of[h.id] for h in ranked],
+                   "qrels": qrels.get(q, {})} for q, ranked in hits.items()]
         print(f"{name}: {len(hits)} queries from {index}", flush=True)
     with gzip.open(args.out, "wt", compresslevel=9) as f:
         json.dump({"texts": texts, "groups": groups, "evals": evals}, f)
