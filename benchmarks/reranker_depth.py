@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import math
 import os
@@ -251,10 +252,9 @@ def _warm_then_decay(warm: int, total: int):
 
 
 def report(args: argparse.Namespace) -> None:
-    import numpy as np
-    from scipy.stats import ttest_rel
-
-    from biorank.evaluation.measures import evaluate
+    """Every model against the shipped one at the same w, by biorank's own report (paired t-tests included)."""
+    from biorank.evaluation.measures import run_from_hits
+    from biorank.evaluation.report import SIGNIFICANCE_LEVEL, evaluate_runs
     from biorank.stages.rerank import reorder
     from biorank.types import Hit
 
@@ -264,37 +264,34 @@ def report(args: argparse.Namespace) -> None:
     for path in args.results:
         for name, result in json.loads(path.read_text())["models"].items():
             models.setdefault(name, result["scores"])
-
-    def per_query(scores: list[float] | None, weight: float) -> dict[str, dict[str, float]]:
-        figures: dict[str, dict[str, float]] = {s: {} for s in SETS}
-        at = 0
-        for e in evals:
-            ranked = enumerate(zip(e["ids"], e["first"], strict=True), 1)
-            hits = [Hit(id=d, title="", rank=r, score=s) for r, (d, s) in ranked]
-            if scores is not None:
-                hits = reorder(hits, scores[at : at + len(hits)], weight)
-            at += len(e["ids"])
-            measure = MEASURE[e["set"]]
-            run = {e["qid"]: {h.id: float(-h.rank) for h in hits}}
-            figures[e["set"]][e["qid"]] = evaluate(run, {e["qid"]: e["qrels"]}, [measure])[measure]
-        return figures
-
-    first = per_query(None, 0.0)
-    print("first stage:", ", ".join(f"{s} {statistics.mean(first[s].values()):.4f}" for s in SETS))
     baseline = next(n for n in models if n.startswith("L12-shipped-256"))
-    reference = {w: per_query(models[baseline], w) for w in WEIGHTS}
-    print(f"{'model':<20} " + " | ".join(f"{s} w " + " / ".join(f"{w:g}" for w in WEIGHTS) for s in SETS))
-    for name, scores in models.items():
-        cells = {s: [] for s in SETS}
-        for w in WEIGHTS:
-            figures = per_query(scores, w)
-            for s in SETS:
-                queries = sorted(figures[s])
-                a = np.array([figures[s][q] for q in queries])
-                b = np.array([reference[w][s][q] for q in queries])
-                significant = not np.allclose(a, b) and ttest_rel(a, b).pvalue < 0.05
-                cells[s].append(f"{a.mean():.4f}{'*' if significant else ''}")
-        print(f"{name:<20} " + " | ".join(" / ".join(cells[s]) for s in SETS))
+    names = [baseline, *(n for n in models if n != baseline)]
+    # Where each query's candidates start in a model's flat list of scores.
+    starts = list(itertools.accumulate((len(e["ids"]) for e in evals), initial=0))
+
+    def run(rows: list[tuple[dict, int]], scores: list[float] | None, weight: float) -> dict[str, dict[str, float]]:
+        hits = {}
+        for e, at in rows:
+            ranked = enumerate(zip(e["ids"], e["first"], strict=True), 1)
+            first = [Hit(id=d, title="", rank=r, score=s) for r, (d, s) in ranked]
+            hits[e["qid"]] = first if scores is None else reorder(first, scores[at : at + len(first)], weight)
+        return run_from_hits(hits)
+
+    for name_of_set in SETS:
+        rows = [(e, at) for e, at in zip(evals, starts, strict=False) if e["set"] == name_of_set]
+        qrels = {e["qid"]: e["qrels"] for e, _ in rows}
+        measure = MEASURE[name_of_set]
+        cells: dict[str, list[str]] = {n: [] for n in names}
+        for weight in WEIGHTS:
+            result = evaluate_runs({n: run(rows, models[n], weight) for n in names}, qrels, [measure])
+            for n in names:
+                p = result.p_values.get(n, {}).get(measure, 1.0)
+                cells[n].append(f"{result.table[n][measure]:.4f}{'*' if p < SIGNIFICANCE_LEVEL else ''}")
+        first_stage = evaluate_runs({"first": run(rows, None, 0.0)}, qrels, [measure])
+        print(f"\n{name_of_set}, {measure} ({first_stage.queries} queries; first stage "
+              f"{first_stage.table['first'][measure]:.4f}); w " + " / ".join(f"{w:g}" for w in WEIGHTS))
+        for n in names:
+            print(f"  {n:<20} " + " / ".join(cells[n]))
 
 
 def latency(args: argparse.Namespace) -> None:
