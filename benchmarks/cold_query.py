@@ -68,16 +68,18 @@ def main() -> None:
     options = parser.parse_args()
     variants = options.variant or [("installed", None, None)]
     modes = options.mode or ["hybrid"]
-    prefix = ["--url", options.url] if options.url else []
-    suffix = ["--no-log", *(["--rerank"] if options.rerank else [])]
+
+    def command(mode: str) -> list[str]:
+        return [*(["--url", options.url] if options.url else []), "query", options.query, "--index", options.index,
+                "--mode", mode, "--no-log", *(["--rerank"] if options.rerank else [])]
+
     times: dict[tuple[str, str], list[float]] = {(label, mode): [] for label, *_ in variants for mode in modes}
     for _, checkout, cache in variants:
-        one_run(checkout, cache, [*prefix, "query", options.query, "--index", options.index, *suffix])
+        one_run(checkout, cache, command(modes[0]))
     for _ in range(options.runs):
         for label, checkout, cache in variants:
             for mode in modes:
-                args = [*prefix, "query", options.query, "--index", options.index, "--mode", mode, *suffix]
-                times[label, mode].append(one_run(checkout, cache, args))
+                times[label, mode].append(one_run(checkout, cache, command(mode)))
     print(f"{cpu_isa()}; index {options.index}{' with --rerank' if options.rerank else ''}; {options.runs} runs "
           "each, alternated")
     print("| variant | mode | p50 s | min s | max s |\n| --- | --- | ---: | ---: | ---: |")

@@ -21,13 +21,13 @@ Runtime's.
     | bge int8, 884 sentences | 77.9 /s | 32.6 /s | min cosine 0.97341 (compile 2.55 s) |
     | cross-encoder int8, 20 pairs of 256 pieces, p50 | 1,681 ms | does not convert | QAttention, QEmbedLayerNorm... |
 
-Three earlier runs of the fp32 rows gave OpenVINO/ONNX Runtime 1.09-1.35x on abstracts, 0.94-1.05x on
-sentences, 0.79-1.01x on the cross-encoder; ONNX Runtime's fp32 session starts in 0.20-0.32 s.
+Four other runs of the fp32 rows gave OpenVINO/ONNX Runtime 1.09-1.35x on abstracts, 0.89-1.05x on
+sentences, 0.79-1.10x on the cross-encoder; ONNX Runtime's fp32 session starts in 0.20-0.32 s.
 
 OpenVINO does not read ONNX Runtime's int8 cross-encoder (its fused quantised operators do not convert); the
 int8 encoder converts, but its vectors drift (cosine 0.973) and it runs at 0.4x ONNX Runtime's int8 rate.
 In fp32 it gains 10-35% on abstracts (~7% of indexing with sentences, which the sentences halve) and nothing
-elsewhere, and it starts three times slower: not worth a second backend on this CPU.
+elsewhere (within noise), and it starts three times slower: not worth a second backend on this CPU.
 """
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ def p50_ms(work: Any, runs: int) -> float:
     return statistics.median(times)
 
 
-def encoder_rows(precision: str, hint: str) -> None:
-    corpus = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open()][:200]
+def encoder_rows(corpus: list[dict], precision: str, hint: str) -> None:
     abstracts = [f"{d['title']} {' '.join(d['abstract'])}" for d in corpus]
     sentences = [s for d in corpus[:100] for s in d["abstract"]]
     model = Encoder("bge-small-en-v1.5", precision=precision)._onnx
@@ -105,8 +104,7 @@ def encoder_rows(precision: str, hint: str) -> None:
               f"min cosine {cosines.min():.5f} (compile {runner.compile_seconds:.2f} s) |", flush=True)
 
 
-def cross_encoder_row(precision: str, hint: str) -> None:
-    corpus = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open()][:200]
+def cross_encoder_row(corpus: list[dict], precision: str, hint: str) -> None:
     texts = [f"{d['title']} {' '.join(d['abstract'])}" for d in corpus]
     claims = [json.loads(line)["claim"] for line in (SCIFACT / "claims_train.jsonl").open()][:10]
     scorer = CrossEncoder(shipped_reranker_folder(), precision=precision)
@@ -135,9 +133,10 @@ def main() -> None:
     options = parser.parse_args()
     print(f"{cpu_isa()}; {physical_cores()} threads\n| what | ONNX Runtime | OpenVINO | agreement |\n"
           "| --- | ---: | ---: | --- |")
+    corpus = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open()][:200]
     for precision in ("onnx", "int8"):
-        encoder_rows(precision, options.hint)
-        cross_encoder_row(precision, options.hint)
+        encoder_rows(corpus, precision, options.hint)
+        cross_encoder_row(corpus, precision, options.hint)
 
 
 if __name__ == "__main__":
