@@ -224,9 +224,9 @@ def distil(args: argparse.Namespace) -> None:
     def record_maxp(model) -> None:
         """MaxP (Dai & Callan): each text cut into 256-piece windows a half window apart, its best window's score."""
         queries = tokenizer(eval_pairs[0], add_special_tokens=False, truncation=True, max_length=64)["input_ids"]
-        texts_ = tokenizer(eval_pairs[1], add_special_tokens=False)["input_ids"]
+        documents = tokenizer(eval_pairs[1], add_special_tokens=False)["input_ids"]
         ids, types, owner = [], [], []
-        for pair, (q, d) in enumerate(zip(queries, texts_, strict=True)):
+        for pair, (q, d) in enumerate(zip(queries, documents, strict=True)):
             room = 256 - 3 - len(q)
             begins = [0]
             while begins[-1] + room < len(d):
