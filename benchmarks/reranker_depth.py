@@ -214,12 +214,14 @@ def distil(args: argparse.Namespace) -> None:
     eval_pairs = ([e["q"] for e in evals for _ in e["texts"]], [t for e in evals for t in e["texts"]])
     eval_tokens: dict[int, tuple] = {}
 
+    def keep(name: str, length: int, scores: np.ndarray) -> None:
+        results["models"][name] = {"length": length, "scores": [round(float(x), 5) for x in scores]}
+        (out / "results.json").write_text(json.dumps(results))
+
     def record(name: str, model, length: int) -> None:
         if length not in eval_tokens:
             eval_tokens[length] = encode(*eval_pairs, length)
-        results["models"][name] = {"length": length,
-                                   "scores": [round(float(x), 5) for x in score(model, *eval_tokens[length])]}
-        (out / "results.json").write_text(json.dumps(results))
+        keep(name, length, score(model, *eval_tokens[length]))
 
     def record_maxp(model) -> None:
         """MaxP (Dai & Callan): each text cut into 256-piece windows a half window apart, its best window's score."""
@@ -238,8 +240,7 @@ def distil(args: argparse.Namespace) -> None:
                 owner.append(pair)
         best = np.full(len(queries), -np.inf, dtype=np.float32)
         np.maximum.at(best, np.array(owner), score(model, ids, types))
-        results["models"]["L12-shipped-maxp256"] = {"length": 256, "scores": [round(float(x), 5) for x in best]}
-        (out / "results.json").write_text(json.dumps(results))
+        keep("L12-shipped-maxp256", 256, best)
         say(f"MaxP: {len(ids)} windows of {len(queries)} pairs")
 
     runs = [r for r in args.runs.split(",") if r]
