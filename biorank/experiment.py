@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
+from biorank.evaluation.bioasq import read_evaluator_file
 from biorank.evaluation.measures import BEIR_MEASURES, parse_measure, run_from_hits
 from biorank.evaluation.phase_a import PhaseAScorer, read_submission
 from biorank.evaluation.report import EvalReport, evaluate_runs, write_report
@@ -99,7 +100,10 @@ def run_experiment(experiment: Experiment, searcher: Searcher | None = None, *,
             name = Path(path).stem
             if path.endswith(".json"):
                 run, snippets = read_submission(path)
-                extra[name], aggregates[name] = scorer.score({q: list(d) for q, d in run.items()}, snippets)
+                # The official measures read the file as the official evaluator does (documents as written).
+                submitted = read_evaluator_file(path) if scorer.gold else None
+                extra[name], aggregates[name] = scorer.score({q: list(d) for q, d in run.items()}, snippets,
+                                                             submitted)
             else:
                 run = read_trec(path)
             runs[name] = run
@@ -137,7 +141,7 @@ def build_pipelines(systems: Sequence[str], searcher: Searcher, shared: Pipeline
         raise ExperimentError("name at least one system")
     if any(s.snippets is not None or searcher.with_search(s.search).needs_encoder
            for s in settings.values()):
-        searcher.encoder  # noqa: B018 - loaded once here, every pipeline's searcher shares it
+        searcher.load()  # once here: every pipeline's searcher shares it
     pipelines: dict[str, Pipeline] = {}
     cross_encoder = None
     for name, system in settings.items():

@@ -1,4 +1,5 @@
-"""BioASQ Phase A measures: hand-computed cases, then the real 7B-9B golden files."""
+"""BioASQ Phase A measures: the official evaluator's figures on hand-made files, biorank's PMID reading on
+hand-computed cases, then the real 7B-9B golden files."""
 
 from __future__ import annotations
 
@@ -8,25 +9,173 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from biorank.cli.main import cli
 from biorank.evaluation.bioasq import (
+    EVALUATOR_VERSION,
+    EvaluatorQuestion,
+    EvaluatorSnippet,
     GoldenFileError,
     GoldQuestion,
+    OfficialEvaluatorError,
     SnippetSpan,
     document_measures,
+    evaluator_questions,
     mean_measures,
     merge_overlapping,
     official_ap_denominator,
+    official_phase_a,
     pmid,
+    read_evaluator_file,
     read_golden,
     snippet_measures,
 )
+from biorank.evaluation.phase_a import read_submission
 
 approx = pytest.approx
 
 
 def span(begin: int, end: int, document: str = "1", section: str = "abstract") -> SnippetSpan:
     return SnippetSpan(document, section, begin, end)
+
+
+# ---------------------------------------------------------------- the official evaluator's own figures
+
+OFFICIAL = Path(__file__).parent / "data" / "bioasq_official"
+"""golden.json and submission.json: 9 real BioASQ 7B2 questions and a submission, each altered to exercise one
+quirk of the official evaluator (written by hand from 7B2_golden.json; see the comments below)."""
+
+MEASURES = ("doc-precision", "doc-recall", "doc-f1", "doc-map", "doc-gmap",
+            "snippet-precision", "snippet-recall", "snippet-f1", "snippet-map", "snippet-gmap")
+
+# Printed by the official evaluator, BioASQEvaluation.jar of github.com/BioASQ/Evaluation-Measures at commit
+# 8c8e689068a41c1370fec55260e5fbfe3a6a6016 (flat/BioASQEvaluation/dist/, sha256 40321d15...72fa539), under
+# OpenJDK 17.0.15, on 2026-11-27:
+#   java -cp BioASQEvaluation.jar:lib/commons-cli-1.2.jar:lib/gson-2.2.4.jar evaluation.EvaluatorTask1b \
+#       -phaseA -e VERSION tests/data/bioasq_official/golden.json tests/data/bioasq_official/submission.json
+# Of the 20 figures it prints (concepts, documents, snippets, triples: P R F1 MAP GMAP each), the 10 of
+# documents and snippets, as printed. "judged" is golden.json without question G (no gold documents), the
+# questions `biorank eval` scores: a BioASQ golden file's judged queries are those with gold documents.
+JAR_PRINTED = {
+    ("golden", 2): "0.532051282051282 0.625 0.5664285714285714 0.5147158686221186 0.03937654919826337 "
+                   "0.7362132352941176 0.34242054325448484 0.4454786444720903 0.44742561926651925 0.1534604652248704",
+    ("golden", 3): "0.532051282051282 0.625 0.5664285714285714 0.24682570901320902 0.016901958322617504 "
+                   "0.7362132352941176 0.34242054325448484 0.4454786444720903 0.25658062695642636 "
+                   "0.020247096263096974",
+    ("golden", 5): "0.532051282051282 0.625 0.5664285714285714 0.24682570901320902 0.016901958322617504 "
+                   "0.7362132352941176 0.34242054325448484 0.4454786444720903 0.25658062695642636 "
+                   "0.020247096263096974",
+    ("golden", 8): "0.532051282051282 0.625 0.5664285714285714 0.5384923756798756 0.04028424367266308 "
+                   "0.7362132352941176 0.34242054325448484 0.4454786444720903 0.48860208985475456 "
+                   "0.16398425481130258",
+    ("golden", 9): "0.608058608058608 0.7142857142857143 0.6473469387755102 0.6154198579198579 0.13187258839516625 "
+                   "0.8413865546218487 0.39133776371941126 0.5091184508252461 0.5584023884054338 "
+                   "0.12665753433624571",
+    ("judged", 2): "0.608058608058608 0.7142857142857143 0.6473469387755102 0.588246706996707 0.12848222021444292 "
+                   "0.6985294117647058 0.3533688360953112 0.4491256355935373 0.43991499344745055 "
+                   "0.12963233443548078",
+    ("judged", 5): "0.608058608058608 0.7142857142857143 0.6473469387755102 0.2820865245865246 0.04887321257757746 "
+                   "0.6985294117647058 0.3533688360953112 0.4491256355935373 0.2789492879502016 "
+                   "0.016116306111483958",
+    ("judged", 9): "0.608058608058608 0.7142857142857143 0.6473469387755102 0.6154198579198579 0.13187258839516625 "
+                   "0.8149509803921569 0.4122636421111964 0.5239799081924602 0.5681361198063394 "
+                   "0.10074876994356091",
+}
+
+
+def _jar(golden: str, version: int) -> dict[str, float]:
+    return dict(zip(MEASURES, map(float, JAR_PRINTED[golden, version].split()), strict=True))
+
+
+def _judged_golden(tmp_path: Path) -> Path:
+    data = json.loads((OFFICIAL / "golden.json").read_text())
+    data["questions"] = [q for q in data["questions"] if q["documents"]]
+    path = tmp_path / "judged.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("version", [2, 3, 5, 8, 9])
+def test_official_measures_equal_the_jar_to_the_last_bit(version: int, tmp_path: Path):
+    submitted = read_evaluator_file(OFFICIAL / "submission.json")
+    for golden, path in (("golden", OFFICIAL / "golden.json"), ("judged", _judged_golden(tmp_path))):
+        if (golden, version) in JAR_PRINTED:
+            assert official_phase_a(read_evaluator_file(path), submitted, version).means == _jar(golden, version)
+
+
+def test_eval_runs_prints_the_jar_figures_and_the_pmid_reading_apart(tmp_path: Path):
+    for choice, version in EVALUATOR_VERSION.items():
+        out = tmp_path / choice
+        result = CliRunner().invoke(cli, ["eval", "--runs", str(OFFICIAL / "submission.json"), "--qrels",
+                                          str(OFFICIAL / "golden.json"), "--bioasq-map", choice, "--measures",
+                                          "ndcg@10", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        table = json.loads((out / "table.json").read_text())["table"]["submission"]
+        jar = _jar("judged", version)
+        official = {m: table["bioasq-" + m.replace("-map", "-ap")] for m in MEASURES}
+        assert official == jar, choice
+        # The PMID reading matches the https gold documents and cuts at 10, so it differs, under its own name.
+        assert table["bioasq-doc-ap-pmid"] != table["bioasq-doc-ap"]
+        assert table["bioasq-doc-gmap-pmid"] != table["bioasq-doc-gmap"]
+
+
+def _official_rows(version: int = 8) -> tuple[dict, dict]:
+    golden = read_evaluator_file(OFFICIAL / "golden.json")
+    result = official_phase_a(golden, read_evaluator_file(OFFICIAL / "submission.json"), version)
+    ids = {tag: q.id for tag, q in zip("ABCDEFGHI", golden, strict=True)}
+    return ({tag: result.documents.get(q) for tag, q in ids.items()},
+            {tag: result.snippets.get(q) for tag, q in ids.items()})
+
+
+def test_official_quirks_question_by_question():
+    docs, snippets = _official_rows(8)
+    # A: gold [http 29028963, https 28968643/]; submitted [http 28968643, http 29028963, https 29028963/].
+    # Only the http 29028963 matches: P 1/3, R 1/2; AP = P@2 = 1/2 over min(2, 10).
+    assert docs["A"] == approx({"precision": 1 / 3, "recall": 1 / 2, "f1": 0.4, "ap": 0.25})
+    # B: gold [d0, https d0/, d1, d1, d2] reads as 4 strings, submitted [d0, d1, d1, x] as 3: P 2/3, R 2/4,
+    # AP (1 + 1) / 4.
+    assert docs["B"] == approx({"precision": 2 / 3, "recall": 0.5, "f1": 4 / 7, "ap": 0.5})
+    # C: 12 gold, 13 submitted with a miss at rank 7; nothing cut: AP = (6 + 7/8 + ... + 12/13) / 10 > 1.
+    assert docs["C"]["ap"] == approx((6 + sum(k / (k + 1) for k in range(7, 13))) / 10)
+    assert docs["C"]["ap"] > 1
+    assert docs["D"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "ap": 0.0}  # empty lists
+    assert docs["E"] is None and snippets["E"] is None  # not submitted: left out of the means
+    # F has no gold snippets: -e 8 divides 0 by min(0, 10) (NaN, 0 in MAP, a factor 1 in GMAP); -e 9 leaves it
+    # out. G has no gold documents: -e 8 counts its zeros, -e 9 leaves it out.
+    assert math.isnan(snippets["F"]["ap"]) and docs["G"]["ap"] == 0.0
+    docs9, snippets9 = _official_rows(9)
+    assert snippets9["F"] is None and docs9["G"] is None
+    # A's first snippet names its document in the https form: its characters count in P and R (matched by the
+    # id after the last "/") but not in AP (whole strings); its three other snippets, two merged, all overlap.
+    assert snippets["A"]["precision"] == 1.0
+    assert snippets["A"]["ap"] < 0.5
+
+
+def test_official_snippet_reading_and_overlap():
+    [q] = evaluator_questions({"questions": [{"id": "q", "documents": ["1", "1"], "snippets": [
+        {"document": "https://pubmed.ncbi.nlm.nih.gov/7/", "beginSection": "sections.0", "endSection": "sections.0",
+         "offsetInBeginSection": 5, "offsetInEndSection": 9}]}]}, "x.json")
+    assert q.documents == ("1",)
+    [s] = q.snippets
+    assert (s.document_only_id, s.begin_section, s.size) == ("7", "0", 5)
+    gold = EvaluatorSnippet("http://www.ncbi.nlm.nih.gov/pubmed/7", "abstract", "abstract", 9, 20)
+    # Ends inclusive, so touching spans share a character; "0" meets "abstract" but not the other way round.
+    assert s.overlap(gold) == 1 and gold.overlap(s) == 0
+
+
+def test_official_evaluator_rejects_what_it_cannot_read():
+    with pytest.raises(OfficialEvaluatorError, match=r"q7.*offsetInBeginSection"):
+        evaluator_questions({"questions": [{"id": "q7", "snippets": [{"offsetInBeginSection": 1.5}]}]}, "x.json")
+    with pytest.raises(OfficialEvaluatorError, match=r"x\.json"):
+        evaluator_questions({"answers": []}, "x.json")
+    with pytest.raises(ValueError, match="versions"):
+        official_phase_a([EvaluatorQuestion("q", (), ())], [], 4)
+
+
+def test_read_submission_reads_old_section_names():
+    _, snippets = read_submission(OFFICIAL / "submission.json")
+    assert {s.section for found in snippets.values() for s in found} == {"title", "abstract"}
 
 
 # ---------------------------------------------------------------- identifiers and years
