@@ -1,11 +1,12 @@
-"""A fresh ``biorank query``, as a user at a terminal pays for it: the wall time of the whole process
-(interpreter, imports, loading the query encoder, connecting, the requests, the table), N times per variant.
+"""What does a fresh ``biorank query`` cost a user at a terminal: the wall time of the whole process?
 
-    python benchmarks/cold_query.py --index bioasq7b-bge --runs 10
-    python benchmarks/cold_query.py --index bioasq7b-bge --mode hybrid --mode bm25
+Interpreter, imports, loading the query encoder, connecting, the requests, the table; N times per variant.
+
+    python -m benchmarks.cold_query --index bioasq7b-bge --runs 10
+    python -m benchmarks.cold_query --index bioasq7b-bge --mode hybrid --mode bm25
     # the code before a change against this checkout, alternated, each with its own model cache:
     git worktree add /tmp/before <rev>
-    python benchmarks/cold_query.py --index bioasq7b-bge --variant before=/tmp/before:/tmp/before-cache \\
+    python -m benchmarks.cold_query --index bioasq7b-bge --variant before=/tmp/before:/tmp/before-cache \\
         --variant after=.:$HOME/.cache/biorank
 
 Variants and modes alternate run by run, so that the machine's drift falls on all of them alike. One unmeasured
@@ -26,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from machine import cpu_isa
+from benchmarks import suite
 
 QUERY = "Is BRCA1 mutation associated with breast cancer risk?"
 
@@ -55,17 +56,21 @@ def one_run(checkout: Path | None, cache: Path | None, args: list[str]) -> float
     return elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--index", required=True)
-    parser.add_argument("--url", default=None, help="The cluster (default: biorank's own, as the CLI finds it).")
+COLUMNS = suite.columns(("variant", "variant"), ("mode", "mode"), ("p50", "p50 s", ".2f"), ("min", "min s", ".2f"),
+                        ("max", "max s", ".2f"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__, index="")
     parser.add_argument("--query", default=QUERY)
     parser.add_argument("--runs", type=int, default=10, help="Measured runs per variant and mode.")
     parser.add_argument("--mode", action="append", default=None, help="Repeatable; default: hybrid.")
     parser.add_argument("--rerank", action="store_true", help="Every run also reranks (loads the cross-encoder).")
     parser.add_argument("--variant", action="append", type=variant, default=None,
                         help="label=checkout[:cache], repeatable; default: the biorank this Python imports.")
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
+    if not options.index:
+        parser.error("--index is required: the index the fresh queries ask")
     variants = options.variant or [("installed", None, None)]
     modes = options.mode or ["hybrid"]
 
@@ -80,11 +85,13 @@ def main() -> None:
         for label, checkout, cache in variants:
             for mode in modes:
                 times[label, mode].append(one_run(checkout, cache, command(mode)))
-    print(f"{cpu_isa()}; index {options.index}{' with --rerank' if options.rerank else ''}; {options.runs} runs "
-          "each, alternated")
-    print("| variant | mode | p50 s | min s | max s |\n| --- | --- | ---: | ---: | ---: |")
-    for (label, mode), seconds in times.items():
-        print(f"| {label} | {mode} | {statistics.median(seconds):.2f} | {min(seconds):.2f} | {max(seconds):.2f} |")
+    suite.header(f"index {options.index}{' with --rerank' if options.rerank else ''}; {options.runs} runs "
+                 "each, alternated")
+    rows = [{"variant": label, "mode": mode, "p50": round(statistics.median(seconds), 3),
+             "min": round(min(seconds), 3), "max": round(max(seconds), 3)} for (label, mode), seconds in times.items()]
+    suite.record(options, COLUMNS, rows, variant="rerank" if options.rerank else None,
+                 settings={"index": options.index, "runs": options.runs, "rerank": options.rerank,
+                           "variants": {label: str(checkout or "installed") for label, checkout, _ in variants}})
 
 
 if __name__ == "__main__":

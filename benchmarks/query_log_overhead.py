@@ -1,4 +1,4 @@
-"""What the query log costs a query: batched runs (``search``, ``eval``) and single queries (``query``).
+"""What does the query log cost a query: batched runs (``search``, ``eval``) and single queries (``query``)?
 
 On a SciFact index, with the SciFact train claims, warm:
 - batched: a first-stage pipeline over N queries, plain, against the same with its query log, as ``biorank
@@ -13,41 +13,19 @@ On a SciFact index, with the SciFact train claims, warm:
 The log goes to a scratch index, deleted at the end; the SciFact index is only searched.
 
     biorank index ../shared/data/scifact/corpus.jsonl --index scifact
-    python benchmarks/query_log_overhead.py --index scifact                  # all parts, 300 queries, k = 10
-    python benchmarks/query_log_overhead.py --index scifact --limit 300 -k 10 --rounds 9 --parts batched
-    python benchmarks/query_log_overhead.py --index scifact --limit 64 -k 1000 --rounds 3 --parts batched
-    python benchmarks/query_log_overhead.py --index scifact --parts single,commands --commands 7
+    python -m benchmarks.query_log_overhead --index scifact                  # all parts, 300 queries, k = 10
+    python -m benchmarks.query_log_overhead --index scifact --limit 300 -k 10 --rounds 9 --parts batched
+    python -m benchmarks.query_log_overhead --index scifact --limit 64 -k 1000 --rounds 3 --parts batched
+    python -m benchmarks.query_log_overhead --index scifact --parts single,commands --commands 7
 
-Result on this project's machine (2 cores; the node on the same cores, and other engineers' training and
-tuning jobs on both, load average 6-8 throughout), SciFact (5,183 abstracts, 9,878 blocks), SciFact train
-claims, 2026-11-23, the last three commands above with --url http://127.0.0.1:9200:
-
-    | batched (search_many)  | queries | plain s | logged s | wall time | search work ms/q | log work ms/q |  work |
-    |------------------------|--------:|--------:|---------:|----------:|-----------------:|--------------:|------:|
-    | bm25, k = 10           |     300 |    0.48 |     0.57 |    +17.0% |             1.63 |         0.134 | +8.2% |
-    | hybrid, k = 10         |     300 |   11.94 |    11.40 |     -4.5% |            47.45 |        -0.051 | -0.1% |
-    | bm25, k = 1000         |      64 |    4.35 |     4.63 |     +6.4% |           222.80 |        -8.490 | -3.8% |
-    | hybrid, k = 1000       |      64 |    7.67 |     6.72 |    -12.4% |           277.07 |         1.324 | +0.5% |
-
-    | single query, after its answer | query p50 ms | log write p50 ms | log write p95 ms |
-    |--------------------------------|-------------:|-----------------:|-----------------:|
-    | bm25, k = 10                   |          1.8 |              2.0 |              7.7 |
-    | hybrid, k = 10                 |        229.9 |              6.6 |             12.1 |
-
-    biorank query (bm25), median of 7: 0.25 s logged, 0.29 s with --no-log
-
-A record costs about 0.13 ms of work (this process building and serialising it, the node indexing it; measured
-alone: 0.05 ms of client CPU and 0.05-0.08 ms on the node, about half of it for the ten hits). That is
-within the noise — and under 1% — for a hybrid query, biorank's default, and for any query at the depth
-``search`` and ``eval`` run at (k = 1000); it is 8% of the work of the cheapest query there is, BM25 at k = 10
-(1.6 ms in a batch), whose wall time moved +17% on this loaded machine (the negative rows show how much such
-a machine moves by itself). A single ``biorank query`` pays nothing before its answer is printed: the write
-after it takes a few milliseconds of a command that takes a quarter of a second even for BM25.
+Why the log stays on (records ``query_log_overhead-*.json``, 2026-11-23): a record costs about 0.13 ms of work
+(this process building and serialising it, the node indexing it): within the noise, and under 1%, for a hybrid
+query and for any query at the depth ``search`` and ``eval`` run at (k = 1000); 8% of the work of the cheapest
+query there is, BM25 at k = 10. A single ``biorank query`` pays nothing before its answer is printed.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -55,15 +33,19 @@ import sys
 import time
 import uuid
 
-from query_latency import QUERIES, percentile
-
+from benchmarks import suite
+from biorank import ConnectionSettings, Pipeline, PipelineSettings, Searcher, SearchSettings
 from biorank.cluster.local import LocalNode
-from biorank.config import ConnectionSettings
 from biorank.evaluation.topics import read_queries
-from biorank.pipeline import Pipeline, PipelineSettings
-from biorank.retrieval.searcher import Searcher, SearchSettings
-from biorank.store.client import connect
 from biorank.store.query_log import QueryLog
+
+BATCHED = suite.columns(("mode", "mode"), ("queries", "queries"), ("plain_s", "plain s", ".2f"),
+                        ("logged_s", "logged s", ".2f"), ("wall_pct", "wall time %", "+.1f"),
+                        ("search_work_ms", "search work ms/q", ".2f"), ("log_work_ms", "log work ms/q", ".3f"),
+                        ("work_pct", "work %", "+.1f"))
+SINGLE = suite.columns(("mode", "single query, after its answer"), ("search_p50", "query p50 ms", ".1f"),
+                       ("log_p50", "log write p50 ms", ".1f"), ("log_p95", "log write p95 ms", ".1f"))
+COMMANDS = suite.columns(("variant", "biorank query (bm25)"), ("median_s", "median s", ".2f"))
 
 
 def _node_ms(client, index: str, metric: str) -> float:
@@ -114,8 +96,8 @@ def single(searcher: Searcher, queries: dict[str, str], k: int, log_index: str) 
         log.close()
         search_ms.append((answered - started) * 1000)
         log_ms.append((time.perf_counter() - answered) * 1000)
-    return {"search_p50": percentile(search_ms, 50), "log_p50": percentile(log_ms, 50),
-            "log_p95": percentile(log_ms, 95)}
+    return {"search_p50": round(suite.percentile(search_ms, 50), 2), "log_p50": round(suite.percentile(log_ms, 50), 2),
+            "log_p95": round(suite.percentile(log_ms, 95), 2)}
 
 
 def commands(url: str, index: str, log_index: str, runs: int) -> dict[str, float]:
@@ -131,45 +113,43 @@ def commands(url: str, index: str, log_index: str, runs: int) -> dict[str, float
     return {variant: statistics.median(values) for variant, values in times.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="cluster URL (default: the local node)")
-    parser.add_argument("--index", default="scifact")
-    parser.add_argument("--limit", type=int, default=300, help="queries (0: all)")
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__, index="scifact", queries="scifact-queries-train")
+    parser.set_defaults(limit=300)
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--commands", type=int, default=5, help="runs of the biorank query command per variant")
     parser.add_argument("--parts", default="batched,single,commands", help="which measurements, comma-separated")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
-    settings = ConnectionSettings.from_env().with_overrides(url=args.url)
-    client = connect(settings, echo=print)
-    texts = list(read_queries(QUERIES).items())[: args.limit or None]
+    client = suite.connect(args)
+    texts = list(read_queries(args.queries).items())[: args.limit or None]
     queries = dict(texts)
     log_index = f"biorank-queries-benchmark-{uuid.uuid4().hex[:8]}"
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start")
+    suite.header(f"load average {os.getloadavg()[0]:.1f} at the start")
+    settings = {"index": args.index, "k": args.k, "rounds": args.rounds}
     try:
-        print("| mode | plain s | logged s | wall time | search work ms/query | log work ms/query | work |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for mode in ("bm25", "hybrid") if "batched" in parts else ():
-            searcher = Searcher(client, args.index, SearchSettings(mode=mode))
-            searcher.search_many(dict(texts[:64]), args.k)  # warm: encoder, caches
-            r = batched(searcher, queries, args.k, log_index, args.rounds)
-            print(f"| {mode} (batched, {len(queries)} queries) | {r['plain_s']:.2f} | {r['logged_s']:.2f} | "
-                  f"{r['wall_pct']:+.1f}% | {r['search_work_ms']:.2f} | {r['log_work_ms']:.3f} | "
-                  f"{r['work_pct']:+.1f}% |")
-        print("\n| mode | query p50 ms | log write p50 ms | log write p95 ms |")
-        print("|---|---:|---:|---:|")
-        for mode in ("bm25", "hybrid") if "single" in parts else ():
-            searcher = Searcher(client, args.index, SearchSettings(mode=mode))
-            r = single(searcher, dict(texts[:100]), args.k, log_index)
-            print(f"| {mode} (single, after the answer) | {r['search_p50']:.1f} | {r['log_p50']:.1f} | "
-                  f"{r['log_p95']:.1f} |")
+        if "batched" in parts:
+            rows = []
+            for mode in ("bm25", "hybrid"):
+                searcher = Searcher.open(client, args.index, SearchSettings(mode=mode))
+                searcher.search_many(dict(texts[:64]), args.k)  # warm: encoder, caches
+                r = batched(searcher, queries, args.k, log_index, args.rounds)
+                rows.append({"mode": f"{mode}, k = {args.k}", "queries": len(queries),
+                             **{key: round(value, 3) for key, value in r.items()}})
+            suite.record(args, BATCHED, rows, variant="batched", settings=settings, client=client,
+                         notes=f"load average {os.getloadavg()[0]:.1f} at the end")
+        if "single" in parts:
+            rows = []
+            for mode in ("bm25", "hybrid"):
+                searcher = Searcher.open(client, args.index, SearchSettings(mode=mode))
+                rows.append({"mode": f"{mode}, k = {args.k}", **single(searcher, dict(texts[:100]), args.k, log_index)})
+            suite.record(args, SINGLE, rows, variant="single", settings=settings, client=client)
         if "commands" in parts:
-            c = commands(settings.url or LocalNode().status().url, args.index, log_index, args.commands)
-            print(f"\nbiorank query (bm25), median of {args.commands}: {c['logged']:.2f} s logged, "
-                  f"{c['no-log']:.2f} s with --no-log ({100 * (c['logged'] - c['no-log']) / c['no-log']:+.1f}%)")
-        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+            url = ConnectionSettings.from_env().with_overrides(url=args.url).url or LocalNode().status().url
+            c = commands(url, args.index, log_index, args.commands)
+            suite.record(args, COMMANDS, [{"variant": v, "median_s": round(s, 3)} for v, s in c.items()],
+                         variant="commands", settings={**settings, "runs": args.commands}, client=client)
     finally:
         client.indices.delete(index=log_index, ignore_unavailable=True)
 

@@ -1,10 +1,10 @@
-"""How the first stage grows with the index: 10K, 100K and 1M blocks on one node, node-side only.
+"""How does the first stage grow with the index: 10K, 100K and 1M blocks on one node, node-side only?
 
 The encoder is out of every figure: the blocks are SciFact's 9,878, indexed once by biorank's own pipeline
 (``--no-sentences``, all-MiniLM-L6-v2) with their bulk actions recorded, and the 809 train claims' vectors are
-encoded once (both kept in ``--work``, shared with ``engine_versions.py``).
+encoded once (both kept in ``--work``, shared with ``studies/engine_versions.py``).
 
-**How an index grows** (the same as ``engine_versions.py``): copy ``g`` of the real blocks takes ids
+**How an index grows** (also for ``studies/engine_versions.py``): copy ``g`` of the real blocks takes ids
 ``g<g>:<id>`` and each vector perturbed by Gaussian noise and re-normalised (cosine ~0.9 to its original), so
 the HNSW graph, the exact script and the candidate union work over N distinct vectors; BM25 sees each text N/9,878
 times, which keeps the term statistics' shape while every posting list grows with N, as a larger collection of
@@ -16,60 +16,129 @@ K = 100/300/1000; for hybrid-approx, overlap@10 with the exact hybrid's ids and 
 claims (the real documents' judgements; a copy counts as not relevant, for both); heap after the queries and the
 index's disk size.
 
-    python benchmarks/scale.py --sizes 10k,100k          # the sizes to run (1m: ~30 min of indexing)
-    python benchmarks/scale.py --sizes 1m --keep --avx2  # keep the index to measure it again; JVM held to AVX2
+    python -m benchmarks.scale --sizes 10k,100k          # the sizes to run (1m: ~30 min of indexing)
+    python -m benchmarks.scale --sizes 1m --keep --avx2  # keep the index to measure it again; JVM held to AVX2
 
-Result, 2026-11-25, AMD EPYC, 2 CPUs, AVX2 only, OpenSearch 2.19.1 on Java 17 (no vector SIMD), heap 2 GB, node
-alone on the machine (``--sizes 10k,100k``, then ``--sizes 300k``; p50 / p95 ms):
-
-    | blocks | blocks/s | bm25 | dense | exact hybrid | approx K=100 | K=300 | K=1000 | heap MB | disk MB |
-    |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-    | 9,878 | 276 | 8.3/14.8 | 8.5/14.8 | 22.7/39.4 | 34.2/48.0 | 62.0/85.0 | 138.3/265.6 | 872 | 137 |
-    | 98,780 | 309 | 10.7/15.5 | 10.7/15.8 | 120.4/176.3 | 40.0/51.6 | 63.9/92.2 | 214.0/345.4 | 452 | 1,367 |
-    | 296,340 | 314 | 16.9/26.1 | 12.6/17.4 | 217.8/328.0 | 49.1/62.9 | 88.8/105.4 | 203.5/309.1 | 649 | 2,605 |
-
-    | blocks | overlap@10 with the exact hybrid, K=100 / 300 / 1000 | SciFact dev nDCG@10, exact / K=100 / 300 / 1000 |
-    |---:|---|---|
-    | 9,878 | 0.999 / 1.000 / 1.000 | 0.7437 / 0.7437 / 0.7437 / 0.7437 |
-    | 98,780 | 1.000 / 1.000 / 1.000 | 0.6221 / 0.6221 / 0.6221 / 0.6221 |
-    | 296,340 | 0.987 / 1.000 / 1.000 | 0.6052 / 0.6052 / 0.6052 / 0.6052 |
-
+What it showed (records ``scale-*.json``): the exact hybrid grows with the collection (every block scored),
+hybrid-approx with K; past ~100K blocks the union of approx-300 is the faster route at the same top 10.
 nDCG@10 falls with size because a copy of a relevant abstract counts as not relevant.
-
-Result, 2026-11-25, Intel Xeon, 2 CPUs, AVX-512 present, the node's JVM held to AVX2 (``--avx2``), otherwise as
-above (``--sizes 10k,1m``, then ``--sizes 1m --keep`` for the 1M figures, after its merges had settled):
-
-    | blocks | blocks/s | bm25 | dense | exact hybrid | approx K=100 | K=300 | K=1000 | heap MB | disk MB |
-    |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-    | 9,878 | 548 | 3.8/9.8 | 4.9/11.7 | 14.3/27.3 | 22.9/30.1 | 35.7/50.2 | 98.6/183.9 | — | — |
-    | 987,800 | 607 | 23.3/42.0 | 10.6/13.1 | 903.9/1103.3 | 34.0/53.2 | 53.1/72.3 | 131.6/210.7 | 1,339 | 7,414 |
-
-    987,800 blocks: overlap@10 K=100/300/1000 0.946 / 0.982 / 1.000; nDCG@10 exact 0.5800, 0.5859 / 0.5800 / 0.5800
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
+import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
-from engine_versions import DATA, grown, latencies, node_figures, recorded, with_common_arguments
-from machine import cpu_isa
 
+from benchmarks import suite
+from biorank import Encoder, Indexer, IndexOptions, Searcher, SearchSettings, connect
 from biorank.cluster.local import LocalNode, NodeSettings
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
-from biorank.retrieval.searcher import Searcher, SearchSettings
-from biorank.store.client import connect
+from biorank.models.encoder import PACKAGED_MODEL
+from biorank.retrieval.searcher import encode_queries
 from biorank.store.indices import refresh_paused
 from biorank.store.server import bm25_similarity
 from biorank.store.writer import BulkWriter
 
 SIZES = {"10k": 1, "100k": 10, "300k": 30, "1m": 100}
 CANDIDATES = (100, 300, 1000)
+SETTING_KEYS = ("number_of_shards", "number_of_replicas", "knn", "similarity", "analysis")
+
+
+class RecordingWriter(BulkWriter):
+    """Biorank's bulk writer that also keeps every action it sends, to replay them elsewhere."""
+
+    def __init__(self, client, out: list[dict]) -> None:
+        super().__init__(client)
+        self._out = out
+
+    def write(self, actions):
+        actions = list(actions)
+        self._out.extend(actions)
+        return super().write(actions)
+
+
+def prepare(work: Path, model: str) -> None:
+    """Index SciFact once (recording its bulk actions) and encode the train claims, unless ``work`` has both."""
+    if (work / "actions.jsonl.gz").is_file():
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    node = LocalNode(NodeSettings(home=work / "node"))
+    client = connect(node.start())
+    encoder = Encoder(model)
+    index = f"bench-engines-{uuid.uuid4().hex[:8]}"
+    actions: list[dict] = []
+    options = IndexOptions(index=index, sentences=False, rejects=work / "rejects.tsv")
+    Indexer(client, options, encoder=encoder, writer=RecordingWriter(client, actions)).run(
+        [suite.data("scifact-corpus")])
+    body = client.indices.get(index=index)[index]
+    settings = {k: v for k, v in body["settings"]["index"].items() if k in SETTING_KEYS}
+    (work / "index.json").write_text(json.dumps({"settings": {"index": settings}, "mappings": body["mappings"]}))
+    client.indices.delete(index=index)
+    node.stop()
+    queries = read_queries(suite.data("scifact-queries-train"))
+    (work / "query_vectors.json").write_text(json.dumps(encode_queries(encoder, queries)))
+    with gzip.open(work / "actions.jsonl.gz", "wt", encoding="utf-8") as f:
+        for action in actions:
+            f.write(json.dumps(action) + "\n")
+
+
+def with_common_arguments(parser: argparse.ArgumentParser, sizes: dict) -> argparse.ArgumentParser:
+    """The arguments of every benchmark over the recorded blocks."""
+    parser.add_argument("--sizes", default="10k,100k", help=f"of {', '.join(sizes)}")
+    parser.add_argument("--model", default=PACKAGED_MODEL, help="encoder of the recorded vectors")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "biorank-bench-engines")
+    parser.add_argument("--heap", default="2g")
+    return parser
+
+
+def recorded(work: Path, model: str) -> tuple[dict, list[dict], dict[str, list[float]]]:
+    """The index body, the recorded bulk actions and the claims' vectors in ``work`` (made first if missing)."""
+    prepare(work, model)
+    body = json.loads((work / "index.json").read_text())
+    with gzip.open(work / "actions.jsonl.gz", "rt", encoding="utf-8") as f:
+        actions = [json.loads(line) for line in f]
+    return body, actions, json.loads((work / "query_vectors.json").read_text())
+
+
+def node_figures(client, index: str) -> dict[str, float]:
+    """The node's heap in use and the index's size on disk, in MB."""
+    jvm = client.nodes.stats(metric="jvm")["nodes"]
+    store = client.indices.stats(index=index, metric="store")["indices"][index]["primaries"]["store"]
+    return {"heap_mb": sum(n["jvm"]["mem"]["heap_used_in_bytes"] for n in jvm.values()) / 1e6,
+            "disk_mb": store["size_in_bytes"] / 1e6}
+
+
+def grown(actions: list[dict], copies: int, seed: int = 7) -> Iterator[dict]:
+    """``actions`` ``copies`` times, one at a time, each copy past the first with new ids and perturbed unit
+    vectors."""
+    rng = np.random.default_rng(seed)
+    yield from actions
+    for g in range(1, copies):
+        for a in actions:
+            source = dict(a["_source"])
+            v = np.asarray(source["embedding"], dtype=np.float32)
+            v = v + rng.normal(0, 0.025, v.shape).astype(np.float32)
+            source["embedding"] = (v / np.linalg.norm(v)).tolist()
+            source["id"] = f"g{g}:{source['id']}"
+            yield {**a, "_id": f"g{g}:{a['_id']}", "_source": source}
+
+
+def latencies(searcher: Searcher, queries: dict[str, str], vectors: dict) -> tuple[float, float]:
+    """p50 and p95 ms of ``queries`` asked one at a time (k = 10), after a warm-up pass."""
+    times = suite.timed(lambda q: searcher.search_many({q: queries[q]}, 10, vectors=vectors), list(queries),
+                        warm=len(queries))
+    return suite.percentile(times, 50), suite.percentile(times, 95)
 
 
 def hold_to_avx2(node: LocalNode, hold: bool) -> None:
@@ -100,12 +169,12 @@ def measure(client, size: str, body: dict, actions: list[dict], vectors: dict, q
     settings = {"bm25": SearchSettings(mode="bm25", fields="passage"), "dense": SearchSettings(mode="dense"),
                 "hybrid": SearchSettings(mode="hybrid", exact_limit=sys.maxsize)}
     settings |= {f"approx-{k}": SearchSettings(mode="hybrid-approx", candidates=k) for k in CANDIDATES}
-    exact = Searcher(client, index, settings["hybrid"]).search_many(sample, 10, vectors=vectors)
-    exact_dev = Searcher(client, index, settings["hybrid"]).search_many(dev, 10, vectors=vectors)
+    exact = Searcher.open(client, index, settings["hybrid"]).search_many(sample, 10, vectors=vectors)
+    exact_dev = Searcher.open(client, index, settings["hybrid"]).search_many(dev, 10, vectors=vectors)
     judged = {q: qrels[q] for q in dev}
     figures["hybrid_ndcg"] = evaluate(run_from_hits(exact_dev), judged, ["ndcg@10"])["ndcg@10"]
     for name, setting in settings.items():
-        searcher = Searcher(client, index, setting)
+        searcher = Searcher.open(client, index, setting)
         figures[f"{name}_p50"], figures[f"{name}_p95"] = latencies(searcher, sample, vectors)
         if name.startswith("approx"):
             hits = searcher.search_many(sample, 10, vectors=vectors)
@@ -139,43 +208,46 @@ def built(client, index: str, body: dict, actions: list[dict], copies: int) -> f
     return count / seconds
 
 
-def main() -> None:
-    parser = with_common_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), SIZES)
+SPEED = suite.columns(
+    ("blocks", "blocks", ","), ("blocks_per_s", "blocks/s", ",.0f"),
+    *((f"{n}_p50+{n}_p95", f"{n} p50 / p95 ms", ".1f") for n in ("bm25", "dense", "hybrid",
+                                                                   *(f"approx-{k}" for k in CANDIDATES))),
+    ("heap_mb", "heap MB", ",.0f"), ("disk_mb", "disk MB", ",.0f"))
+QUALITY = suite.columns(("blocks", "blocks", ","), ("hybrid_ndcg", "exact nDCG@10", ".4f"),
+                        *((f"approx-{k}_overlap", f"overlap@10 K={k}", ".3f") for k in CANDIDATES),
+                        *((f"approx-{k}_ndcg", f"nDCG@10 K={k}", ".4f") for k in CANDIDATES))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = with_common_arguments(suite.parser(__doc__, __file__, cluster=False), SIZES)
     parser.add_argument("--avx2", action="store_true", help="hold the node's JVM to AVX2 (-XX:UseAVX=2)")
     parser.add_argument("--keep", action="store_true",
                         help="leave each index for a later run, and measure one left complete by an earlier one")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     body, actions, vectors = recorded(args.work, args.model)
-    queries = read_queries(DATA / "queries_train.jsonl")
-    qrels = read_qrels(DATA / "qrels" / "train.tsv")
+    queries = read_queries(suite.data("scifact-queries-train"))
+    qrels = read_qrels(suite.data("scifact-qrels-train"))
     dev = {q: queries[q] for q in split_judged(qrels, "dev")}
 
     node = LocalNode(NodeSettings(home=args.work / "node", heap=args.heap, nodes=1))
     hold_to_avx2(node, args.avx2)
     client = connect(node.start())
     status = node.status()
-    print(f"CPU: {cpu_isa()}{', node JVM held to AVX2' if args.avx2 else ''}; OpenSearch {status.engine_version}, "
-          f"{status.java}, vector SIMD {status.vector_simd}; heap {args.heap}; {len(actions):,} recorded blocks of "
-          f"{args.model}")
+    suite.header(f"{', node JVM held to AVX2' if args.avx2 else ''}OpenSearch {status.engine_version}, "
+                 f"{status.java}, vector SIMD {status.vector_simd}; heap {args.heap}; {len(actions):,} recorded "
+                 f"blocks of {args.model}")
     results = [measure(client, size, body, actions, vectors, queries, dev, qrels, args.keep)
                for size in args.sizes.split(",")]
+    settings = {"sizes": args.sizes, "model": args.model, "heap": args.heap, "node_jvm_avx2": args.avx2,
+                "java": status.java, "vector_simd": status.vector_simd, "queries": 150, "k": 10}
+    speed = [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()
+              if not ("ndcg" in k or "overlap" in k)} for r in results]
+    variant = args.sizes.replace(",", "-") + ("-avx2" if args.avx2 else "")
+    suite.record(args, SPEED, speed, variant=f"speed-{variant}", settings=settings, client=client)
+    suite.record(args, QUALITY, [{k: v for k, v in r.items() if k == "blocks" or "ndcg" in k or "overlap" in k}
+                                 for r in results], variant=f"quality-{variant}", settings=settings, client=client)
     node.stop()
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1))
-
-    names = ["bm25", "dense", "hybrid", *(f"approx-{k}" for k in CANDIDATES)]
-    print("\n| blocks | blocks/s | " + " | ".join(f"{n} p50/p95 ms" for n in names) + " | heap MB | disk MB |")
-    print("|---:|---:|" + "---:|" * len(names) + "---:|---:|")
-    for r in results:
-        print(f"| {r['blocks']:,} | {r['blocks_per_s']:.0f} | "
-              + " | ".join(f"{r[f'{n}_p50']:.1f} / {r[f'{n}_p95']:.1f}" for n in names)
-              + f" | {r['heap_mb']:.0f} | {r['disk_mb']:.0f} |")
-    print("\nhybrid-approx against the exact hybrid (overlap@10 on 150 claims; nDCG@10 on the dev claims):")
-    for r in results:
-        print(f"  {r['blocks']:,} blocks: exact nDCG@10 {r['hybrid_ndcg']:.4f}; "
-              + "; ".join(f"K={k}: overlap {r[f'approx-{k}_overlap']:.3f}, nDCG {r[f'approx-{k}_ndcg']:.4f}"
-                          for k in CANDIDATES))
 
 
 if __name__ == "__main__":

@@ -1,37 +1,24 @@
-"""Load on ``biorank serve``: 1, 4 and 16 concurrent clients for a fixed time each, first stage only and the
-full pipeline, on loopback only; throughput, p50/p99 and errors per level, and the server's memory over the run.
+"""How does ``biorank serve`` hold under load: 1, 4 and 16 concurrent clients for a fixed time each?
+
+First stage only and the full pipeline, on loopback only; throughput, p50/p99 and errors per level, and the
+server's memory over the run.
 
 The server is a real ``biorank serve`` process (so its resident memory can be read from /proc); the clients are
 threads posting SciFact claims to ``/api/search`` in turn, each waiting for its answer before the next.
 
     biorank demo                                                   # builds biorank-demo (300 abstracts)
-    python benchmarks/serve_load.py --index biorank-demo           # 30 s per level
-    python benchmarks/serve_load.py --index scifact --seconds 10 --reranker path/to/cross-encoder
+    python -m benchmarks.serve_load --index biorank-demo           # 30 s per level
+    python -m benchmarks.serve_load --index scifact --seconds 10 --reranker path/to/cross-encoder
 
 "Full" is hybrid → rerank (with ``--reranker``, else the index's own, else none) → snippets.
 
-Result (2026-11-25, AMD EPYC, 2 CPUs, AVX2 only; biorank-demo: 300 abstracts, bge-small-en-v1.5 in ONNX Runtime;
-a MiniLM-based cross-encoder from ``train-reranker --max-steps 20``; 20 s per level; node, server and clients on
-the same 2 cores):
-
-    | system                | clients | requests | requests/s | p50 ms | p99 ms | errors | server RSS MB |
-    |-----------------------|--------:|---------:|-----------:|-------:|-------:|-------:|--------------:|
-    | first stage (hybrid)  |       1 |      884 |       44.2 |     21 |     49 |      0 |           638 |
-    | first stage (hybrid)  |       4 |      915 |       45.6 |     84 |    158 |      0 |           639 |
-    | first stage (hybrid)  |      16 |      774 |       37.9 |    412 |    560 |      0 |           644 |
-    | full                  |       1 |        8 |        0.4 |  2,685 |  3,142 |      0 |           645 |
-    | full                  |       4 |       12 |        0.4 |  8,772 | 10,124 |      0 |           646 |
-    | full                  |      16 |       24 |        0.4 | 29,530 | 42,708 |      0 |           648 |
-
-    the first 30 claims one at a time: first stage 35 ms in-process, 43 ms served; full 2,750 ms, 2,845 ms
-
-Requests queue for the models (one at a time: two queries' encoders on 2 cores only slow each other), so
-throughput is flat in the clients and p50 grows with the queue; memory stays put.
+What it showed (record ``serve_load.json``, 2026-11-25): requests queue for the models (one at a time: two
+queries' encoders on 2 cores only slow each other), so throughput is flat in the clients and p50 grows with the
+queue; memory stays put.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -44,12 +31,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from machine import cpu_isa
-
+from benchmarks import suite
 from biorank.cluster.local import free_port
 
-QUERIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "claims_train.jsonl"
 LEVELS = (1, 4, 16)
+COLUMNS = suite.columns(("system", "system"), ("clients", "clients"), ("requests", "requests", ","),
+                        ("per_s", "requests/s", ".1f"), ("p50", "p50 ms", ",.0f"), ("p99", "p99 ms", ",.0f"),
+                        ("errors", "errors"), ("rss_mb", "server RSS MB", ",.0f"))
 
 
 def rss_mb(pid: int) -> float:
@@ -57,6 +45,20 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def wait_until_serving(base: str, server: subprocess.Popen, timeout: float = 300) -> None:
+    """Returns once the ``biorank serve`` process ``server`` answers ``/api/health`` at ``base``; exits the
+    benchmark if it ends or does not answer within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/health", timeout=5):
+                return
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.5)
 
 
 def post(url: str, body: dict) -> int:
@@ -94,47 +96,36 @@ def level(url: str, clients: int, seconds: float, claims: list[str], extra: dict
     for t in threads:
         t.join()
     wall = time.monotonic() - started
-    q = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) > 1 else latencies * 99
-    return {"clients": clients, "requests": len(latencies), "per_s": len(latencies) / wall, "p50": q[49],
-            "p99": q[98], "errors": errors}
+    return {"clients": clients, "requests": len(latencies), "per_s": round(len(latencies) / wall, 2),
+            "p50": round(suite.percentile(latencies, 50), 1), "p99": round(suite.percentile(latencies, 99), 1),
+            "errors": errors}
 
 
 def side_by_side(url: str, index: str, cluster: str | None, reranker: str | None, claims: list[str], extra: dict,
                  ) -> tuple[float, float]:
     """p50 ms of the same claims, one at a time, through an in-process pipeline (what ``biorank query`` runs,
     warm) and through the server: what serving adds."""
-    from biorank.config import ConnectionSettings
-    from biorank.pipeline import Pipeline, PipelineSettings
-    from biorank.retrieval.searcher import Searcher
-    from biorank.store.client import connect
+    from biorank import ConnectionSettings, Pipeline, PipelineSettings, Searcher, connect
 
-    searcher = Searcher(connect(ConnectionSettings.from_env().with_overrides(url=cluster)), index)
+    searcher = Searcher.open(connect(ConnectionSettings.from_env().with_overrides(url=cluster)), index)
     settings = PipelineSettings(rerank=extra.get("rerank", False), snippets="tuned" if extra.get("snippets") else None,
                                 highlight=True, **({"reranker": reranker} if reranker else {}))
     pipeline = Pipeline(settings, searcher)
-    for claim in claims[:5]:
-        pipeline.search(claim, 10)
-    local, served = [], []
-    for claim in claims:
-        started = time.perf_counter()
-        pipeline.search(claim, 10)
-        local.append((time.perf_counter() - started) * 1000)
-        started = time.perf_counter()
-        post(url, {"q": claim, "k": 10, **extra})
-        served.append((time.perf_counter() - started) * 1000)
+    local = suite.timed(lambda claim: pipeline.search(claim, 10), claims, warm=5)
+    served = suite.timed(lambda claim: post(url, {"q": claim, "k": 10, **extra}), claims)
     return statistics.median(local), statistics.median(served)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--index", default="biorank-demo")
-    parser.add_argument("--url", help="cluster URL (default: the local node)")
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__, index="biorank-demo", queries="scifact-claims-train")
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrent clients, comma-separated")
     parser.add_argument("--reranker", help="cross-encoder folder for the full pipeline")
+    parser.add_argument("--first-stage-only", action="store_true", help="leave the full pipeline out (a quick run)")
     parser.add_argument("--compare", type=int, default=30, help="claims timed in-process and served, one at a time")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
-    claims = [json.loads(line)["claim"] for line in QUERIES.read_text().splitlines()]
+    claims = [json.loads(line)["claim"] for line in args.queries.read_text().splitlines()][: args.limit or None]
     port = free_port()
     command = [sys.executable, "-m", "biorank.cli", *(["--url", args.url] if args.url else []), "serve",
                "--index", args.index, "--port", str(port), "--no-log",
@@ -142,38 +133,32 @@ def main() -> None:
     server = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/health", timeout=5):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.5)
+        wait_until_serving(base, server)
         url = f"{base}/api/search"
-        rerank = bool(args.reranker) or post(url, {"q": claims[0], "rerank": True}) == 200
-        systems = {"first stage (hybrid)": {}, f"full (hybrid{'+rerank' if rerank else ''}+snippets)":
-                   {"rerank": rerank, "snippets": True}}
+        systems: dict[str, dict] = {"first stage (hybrid)": {}}
+        if not args.first_stage_only:  # the index's own reranker, or the shipped one, if the server has either
+            rerank = bool(args.reranker) or post(url, {"q": claims[0], "rerank": True}) == 200
+            systems[f"full (hybrid{'+rerank' if rerank else ''}+snippets)"] = {"rerank": rerank, "snippets": True}
         for extra in systems.values():  # warm: models loaded, caches filled
             for claim in claims[:5]:
                 post(url, {"q": claim, **extra})
         memory = [rss_mb(server.pid)]
-        print(f"{cpu_isa()}; index {args.index}; {args.seconds:g} s per level; server RSS after warm-up "
-              f"{memory[0]:.0f} MB\n")
-        print("| system | clients | requests | requests/s | p50 ms | p99 ms | errors | server RSS MB |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        suite.header(f"index {args.index}; {args.seconds:g} s per level; server RSS after warm-up "
+                     f"{memory[0]:.0f} MB")
+        rows = []
         for name, extra in systems.items():
-            for clients in LEVELS:
+            for clients in (int(n) for n in args.levels.split(",")):
                 row = level(url, clients, args.seconds, claims, extra)
                 memory.append(rss_mb(server.pid))
-                print(f"| {name} | {clients} | {row['requests']} | {row['per_s']:.1f} | {row['p50']:.0f} | "
-                      f"{row['p99']:.0f} | {row['errors']} | {memory[-1]:.0f} |", flush=True)
-        print(f"\nserver RSS over the run: {min(memory):.0f}-{max(memory):.0f} MB\n")
+                rows.append({"system": name, **row, "rss_mb": round(memory[-1])})
+        compared = {}
         for name, extra in systems.items():
             local, served = side_by_side(url, args.index, args.url, args.reranker, claims[:args.compare], extra)
-            print(f"{name}, the first {args.compare} claims one at a time: in-process pipeline p50 {local:.0f} ms, "
-                  f"through the server {served:.0f} ms")
+            compared[name] = {"in_process_p50_ms": round(local, 1), "served_p50_ms": round(served, 1)}
+        suite.record(args, COLUMNS, rows, settings={
+            "index": args.index, "seconds_per_level": args.seconds, "reranker": args.reranker,
+            "server_rss_mb": [round(min(memory)), round(max(memory))],
+            f"the first {args.compare} claims one at a time": compared})
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=60)

@@ -1,11 +1,11 @@
-"""Speed of the encoder's precisions, and how far each moves SciFact rankings away from fp32.
+"""Which precisions may the encoder run at: the speed of each, and how far it moves SciFact rankings from fp32?
 
 For each precision: passages/s and claims/s, the cosine between its vectors and the fp32 ones, the overlap of
 each claim's top 10 passages with the fp32 top 10, and nDCG@10 against the train qrels. Every precision
 encodes both sides, as an index built and queried at that precision would.
 
-    python benchmarks/encoder_precision.py                 # 1,000 abstracts, the 809 train claims
-    python benchmarks/encoder_precision.py --limit 0 --precisions fp32,bf16    # all 5,183 abstracts
+    python -m benchmarks.studies.encoder_precision                 # 1,000 abstracts, the 809 train claims
+    python -m benchmarks.studies.encoder_precision --limit 0 --precisions fp32,bf16    # all 5,183 abstracts
 
 onnx and int8 run in ONNX Runtime from biorank's own export (made once, in the cache); "load" is the load from
 that cache. Where a backend is missing, its row says so and the others still run.
@@ -13,24 +13,26 @@ that cache. Where a backend is missing, its row says so and the others still run
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import platform
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
-from machine import cpu_isa
 
-from biorank.models.encoder import PACKAGED_MODEL, PRECISIONS, Encoder
+from benchmarks import suite
+from biorank import Encoder
+from biorank.models.encoder import PACKAGED_MODEL, PRECISIONS
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
+COLUMNS = suite.columns(("precision", "precision"), ("passages_per_s", "passages/s", ".1f"),
+                        ("claims_per_s", "claims/s", ".1f"), ("load_s", "load s", ".1f"),
+                        ("mean_cos_passages", "mean cos (passages)", ".6f"),
+                        ("min_cos_passages", "min cos (passages)", ".6f"),
+                        ("mean_cos_claims", "mean cos (claims)", ".6f"), ("top10_overlap", "top-10 overlap", ".4f"),
+                        ("ndcg10", "nDCG@10", ".4f"))
 
 
 @dataclass
@@ -106,16 +108,9 @@ def ndcg_at_10(ranked: np.ndarray, query_ids: list[str], doc_ids: list[str], qre
     return float(np.mean(values)) if values else float("nan")
 
 
-def version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "-"
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
+    parser = suite.parser(__doc__, __file__, cluster=False)
+    parser.add_argument("--corpus", type=Path, default=suite.data("scifact-corpus"),
                         help="SciFact corpus.jsonl; queries_train.jsonl and qrels/train.tsv are read beside it")
     parser.add_argument("--limit", type=int, default=1000,
                         help="encode N abstracts, those the train claims cite first; 0 for all (default: 1000)")
@@ -130,11 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     qrels = read_qrels(args.corpus.parent / "qrels" / "train.tsv")
     doc_ids, passages = read_passages(args.corpus, args.limit, set().union(*qrels.values()))
 
-    print(f"CPU: {cpu_isa()}")
-    print(f"python {platform.python_version()}, torch {version('torch')}, "
-          f"sentence-transformers {version('sentence-transformers')}, transformers {version('transformers')}, "
-          f"onnxruntime {version('onnxruntime')}, {os.cpu_count()} CPUs, batch size {args.batch_size}")
-    print(f"{len(passages)} abstracts, {len(queries)} claims")
+    suite.header(f"{len(passages)} abstracts, {len(queries)} claims, batch size {args.batch_size}")
 
     runs: list[Run] = []
     for precision in precisions:
@@ -150,18 +141,21 @@ def main(argv: list[str] | None = None) -> int:
 
     reference = runs[0]
     reference_top = top_k(reference.queries, reference.passages, 10)
-    header = ("| precision | passages/s | claims/s | load s | mean cos (passages) | min cos (passages) "
-              "| mean cos (claims) | top-10 overlap | nDCG@10 |")
-    print(header)
-    print("|" + "---|" * header.count(" | ") + "---|")
+    rows = []
     for run in runs:
         passage_cos = np.sum(run.passages * reference.passages, axis=1)
         query_cos = np.sum(run.queries * reference.queries, axis=1)
         top = top_k(run.queries, run.passages, 10)
         overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top, reference_top, strict=True)])
-        print(f"| {run.precision} | {run.passages_per_s:.1f} | {run.queries_per_s:.1f} | {run.load_s:.1f} "
-              f"| {passage_cos.mean():.6f} | {passage_cos.min():.6f} | {query_cos.mean():.6f} "
-              f"| {overlap:.4f} | {ndcg_at_10(top, query_ids, doc_ids, qrels):.4f} |")
+        rows.append({"precision": run.precision, "passages_per_s": round(run.passages_per_s, 2),
+                     "claims_per_s": round(run.queries_per_s, 2), "load_s": round(run.load_s, 2),
+                     "mean_cos_passages": round(float(passage_cos.mean()), 6),
+                     "min_cos_passages": round(float(passage_cos.min()), 6),
+                     "mean_cos_claims": round(float(query_cos.mean()), 6), "top10_overlap": round(float(overlap), 4),
+                     "ndcg10": round(ndcg_at_10(top, query_ids, doc_ids, qrels), 4)})
+    suite.record(args, COLUMNS, rows, variant=None if args.limit == 1000 else f"limit{args.limit}",
+                 settings={"model": args.model, "abstracts": len(passages), "claims": len(queries),
+                           "batch_size": args.batch_size})
     return 0
 
 

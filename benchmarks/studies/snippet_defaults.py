@@ -1,46 +1,31 @@
-"""Which snippet weights an index that was never tuned should score with (``UNTUNED_WEIGHTS``).
+"""Which snippet weights should an index that was never tuned score with (``UNTUNED_WEIGHTS``)?
 
 Each query's candidates (hybrid + rerank with the shipped cross-encoder, the top 10 documents' sentences, every
 perspective computed once) are ranked under each weighting; paired t-tests against equal weights over all four,
 the default until 2026-11-26.
 
-    python benchmarks/snippet_defaults.py bioasq7b --index bioasq7b       # the 240 fully covered 7B questions
-    python benchmarks/snippet_defaults.py scifact --index scifact --limit 83   # SciFact dev and rest claims
+    python -m benchmarks.studies.snippet_defaults bioasq7b --index bioasq7b      # the 240 fully covered 7B questions
+    python -m benchmarks.studies.snippet_defaults scifact --index scifact --limit 83  # SciFact dev and rest claims
 
-Measured 2026-11-26 on 2 AVX2 cores (BioASQ: the 7B abstracts indexed with bge-small-en-v1.5, λ 0.01; SciFact:
-all of corpus.jsonl with all-MiniLM-L6-v2, λ 0.03; ONNX Runtime fp32; 20 and 12 minutes):
-
-    | weights | BioASQ 7B snippet MAP / F1 / GMAP (official) | SciFact dev MAP@10 | SciFact rest MAP@10 |
-    | --- | --- | ---: | ---: |
-    | equal, all four | 1.6602 / 0.4000 / 1.0324 | 0.6118 | 0.6112 |
-    | SciFact-tuned, no relevance | 1.7545 (p 0.002) / 0.3885 (p 0.08) / 0.9825 | 0.6194 (p 0.72) | 0.5587 (p 0.01) |
-    | equal, no relevance | 1.6104 (p 0.04) / 0.3911 (p 0.11) / 0.9043 | 0.5920 (p 0.36) | 0.5547 (p 0.007) |
-    | relevance alone | 1.1291 / 0.3390 / 0.4242 | 0.4353 | 0.4768 |
-    | similarity alone | 1.2374 / 0.3411 / 0.6346 | 0.4397 | 0.3840 |
-    | lexical alone | 1.0417 / 0.3103 / 0.3850 | 0.4922 | 0.4263 |
-
-BioASQ is the only set that neither the tuned weights nor the cross-encoder saw. SciFact dev is where the weights
-were tuned (optimistic for them); SciFact's other claims are where the shipped cross-encoder trained on the
-evidence sentences, so the relevance perspective is optimistic there. The tuned weights without relevance became
-the default for untuned indices: better snippet MAP on the held-out set, and no cross-encoder over ~100
-sentences a query (3.2 s of a 5.6 s query on 2 AVX2 cores).
+Decision (records ``snippet_defaults-*.json``, 2026-11-26): the SciFact-tuned weights without the relevance
+perspective became the default for untuned indices: better snippet MAP on BioASQ, the one set neither they nor
+the cross-encoder saw, and no cross-encoder over ~100 sentences a query.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
-from encoder_choice import DATA, bioasq7b
 from scipy.stats import ttest_rel
 
-from biorank import Searcher, connect
+from benchmarks import suite
+from benchmarks.studies.encoder_choice import DATA, bioasq7b
+from biorank import Pipeline, Searcher
 from biorank.evaluation.bioasq import read_golden
 from biorank.evaluation.phase_a import bioasq_scores, read_evidence_sentences
 from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
-from biorank.pipeline import Pipeline
 from biorank.stages.snippets import SNIPPETS_PER_QUERY, UNTUNED_WEIGHTS, SnippetWeights
 from biorank.tuning.snippet_weights import TuningSet
 from biorank.types import PERSPECTIVES
@@ -54,34 +39,44 @@ WEIGHTS = {
 BASELINE = "equal, all four"
 
 
-def table(title: str, per_query: dict[str, dict[str, float]]) -> None:
+COLUMNS = suite.columns(("weights", "weights"), ("mean", "mean", ".4f"), ("delta", f"against {BASELINE}", "+.4f"),
+                        ("p", "p (paired t-test)", ".3f"))
+
+
+def table(title: str, per_query: dict[str, dict[str, float]]) -> list[dict]:
+    """Each weighting's mean over the queries, and its paired t-test against the baseline."""
     queries = sorted(per_query[BASELINE])
     base = np.array([per_query[BASELINE][q] for q in queries])
     print(f"\n{title} ({len(queries)} queries)")
+    rows = []
     for name, values in per_query.items():
         a = np.array([values[q] for q in queries])
-        p = 1.0 if np.allclose(a, base) else ttest_rel(a, base).pvalue
-        print(f"  {name:<30} {a.mean():.4f}  ({a.mean() - base.mean():+.4f} against {BASELINE}, p {p:.3f})")
+        p = 1.0 if np.allclose(a, base) else float(ttest_rel(a, base).pvalue)
+        rows.append({"measure": title, "queries": len(queries), "weights": name, "mean": round(float(a.mean()), 4),
+                     "delta": round(float(a.mean() - base.mean()), 4), "p": round(p, 4)})
+    return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__)
     parser.add_argument("dataset", choices=("scifact", "bioasq7b"))
     parser.add_argument("--index", required=True, help="SciFact's corpus.jsonl, or the 7B abstracts, indexed.")
     parser.add_argument("--limit", type=int, default=0, help="At most this many queries (per split).")
-    args = parser.parse_args()
-    searcher = Searcher(connect(), args.index)
+    args = parser.parse_args(argv)
+    client = suite.connect(args)
+    searcher = Searcher.open(client, args.index)
     pipeline = Pipeline.build("hybrid+rerank", searcher, snippets="tuned", snippet_weights=SnippetWeights())
     started = time.time()
+    rows: list[dict] = []
     if args.dataset == "scifact":
-        qrels = read_qrels(DATA / "scifact/qrels/train.tsv")
-        gold = read_evidence_sentences(DATA / "scifact/claims_train.jsonl")
-        queries = read_queries(DATA / "scifact/claims_train.jsonl")
+        qrels = read_qrels(suite.data("scifact-qrels-train"))
+        gold = read_evidence_sentences(suite.data("scifact-claims-train"))
+        queries = read_queries(suite.data("scifact-claims-train"))
         for split in ("dev", "rest"):
             wanted = sorted(set(split_judged(qrels, split)) & gold.keys(), key=int)[: args.limit or None]
             candidates = pipeline.candidates({q: queries[q] for q in wanted}, 100, perspectives=PERSPECTIVES)
             tuning = TuningSet(candidates, {q: gold[q] for q in wanted})
-            table(f"SciFact {split}, sentence MAP@10", {n: tuning.per_query(w) for n, w in WEIGHTS.items()})
+            rows += table(f"SciFact {split}, sentence MAP@10", {n: tuning.per_query(w) for n, w in WEIGHTS.items()})
     else:
         topics, _ = bioasq7b()
         golden = [q for path in sorted((DATA / "bioasq/Task7BGoldenEnriched").glob("7B*_golden.json"))
@@ -94,9 +89,10 @@ def main() -> None:
             measured[name], overall = bioasq_scores(golden, {q: [] for q in queries}, snippets)
             print(f"{name}: snippet GMAP {overall.get('bioasq-snippet-gmap', 0.0):.4f}", flush=True)
         for measure in ("ap", "f1"):
-            table(f"BioASQ 7B covered, official snippet {measure.upper()} (top 10)",
-                  {n: m[f"bioasq-snippet-{measure}"] for n, m in measured.items()})
-    print(f"\n{time.time() - started:.0f} s")
+            rows += table(f"BioASQ 7B covered, official snippet {measure.upper()} (top 10)",
+                          {n: m[f"bioasq-snippet-{measure}"] for n, m in measured.items()})
+    suite.record(args, [suite.Column("measure", "measure"), *COLUMNS], rows, variant=args.dataset, client=client,
+                 settings={"index": args.index, "limit": args.limit, "seconds": round(time.time() - started)})
 
 
 if __name__ == "__main__":

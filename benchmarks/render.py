@@ -1,0 +1,236 @@
+"""Writes the docs' measurement tables from the committed benchmark records, or checks that they are current.
+
+A generated table sits in README.md or a page under docs/ between the markers ``<!-- table: NAME -->`` and
+``<!-- /table: NAME -->``; everything between them is this script's. Each table ends with a line naming the
+record(s) it comes from, their machine, date and commit, so every figure in the docs has its record and a
+changed figure is a changed record.
+
+    python benchmarks/render.py            # rewrite every page's tables from benchmarks/records/*.json
+    python benchmarks/render.py --check    # exit 1, naming page and table, if any page is out of date
+    python benchmarks/render.py --list     # the table names and the records they read
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as ``python benchmarks/render.py``, as the docs say, not as a module
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.suite import RECORDS, ROOT, Column, markdown, read_record
+
+
+class RenderError(Exception):
+    """A page names a table this script does not know, or a record is missing."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of the docs: one record's rows (all, or some columns), or rows composed from several records."""
+
+    record: str = ""
+    """The record's file name without ``.json``."""
+    columns: tuple[str, ...] = ()
+    """Keys of the record's columns to show (default: all)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """(key, header) pairs: headers other than the record's."""
+    compose: Callable[[Path], tuple[list[Column], list[dict], list[str]]] | None = field(default=None, compare=False)
+    """Builds (columns, rows, records read) itself: a table across records."""
+    dated: bool = True
+    """Whether the line under the table gives each record's date and commit (README.md carries no dates)."""
+
+
+DASH = "\N{EN DASH}"  # a range, as the docs write it
+
+
+def _figures(cell: object) -> list[str]:
+    """The figures at the start of a transcribed cell ("**1.41 s** (1.15 to 1.62)" -> ["1.41"])."""
+    return re.findall(r"^\**([\d.,]+)", str(cell))
+
+
+def _row(record: dict, starts: str) -> dict:
+    first = record["columns"][0]["key"]
+    return next(r for r in record["results"] if str(r[first]).startswith(starts))
+
+
+def speed_of_defaults(folder: Path) -> tuple[list[Column], list[dict], list[str]]:
+    """README's speed table: the defaults' figures picked from several records of one machine."""
+    fused, cold, warm = (read_record(folder / f"{name}.json") for name in (
+        "query_latency-fused-kernels", "cold_query-external-weights", "query_latency-four-runs"))
+    indexing = str(_row(fused, "indexing 300 abstracts")["after"]).split(" / ")[1].split()[0]  # end to end
+    fresh = sorted(float(_figures(_row(cold, f"hybrid, run {n}")["after"])[0]) for n in (1, 2))
+    bm25, hybrid = (_row(warm, mode) for mode in ("bm25", "hybrid"))
+    cells = {
+        "indexing with sentences, bge-small-en-v1.5, ONNX Runtime (docs/s)": indexing,
+        "a fresh `biorank query`, hybrid, wall (p50)": f"{fresh[0]:.2f}{DASH}{fresh[1]:.2f} s",
+        "warm first stage on SciFact (9,878 blocks): bm25 / hybrid (p50)":
+            f"{bm25['p50_min']}{DASH}{bm25['p50_max']} / {hybrid['p50_min']}{DASH}{hybrid['p50_max']} ms",
+        "rerank 20 hits with the shipped cross-encoder, fp32 / int8 (p50)": _row(fused, "cross-encoder")["after"],
+    }
+    machines = {f"{r['machine']['cpu']}, {r['machine']['cores']} cores, {r['machine']['isa']}"
+                for r in (fused, cold, warm)}
+    if len(machines) != 1:
+        raise RenderError(f"readme-speed mixes machines: {sorted(machines)}")
+    label = machines.pop() + (" only" if fused["machine"]["isa"] == "AVX2" else "")
+    rows = [{"what": what, "m0": value} for what, value in cells.items()]
+    return ([Column("what", "what"), Column("m0", label)], rows,
+            ["query_latency-fused-kernels", "cold_query-external-weights", "query_latency-four-runs"])
+
+
+TABLES: dict[str, Table] = {
+    # README.md, the front door
+    "readme-quality": Table("eval-rerank-weight", ("query_set", "hybrid", "rerank_w", "cross_encoder_alone"),
+                            (("rerank_w", "+ rerank (default weight 0.3)"),), dated=False),
+    "readme-speed": Table(compose=speed_of_defaults, dated=False),
+    # docs/: measurements and decisions
+    "rerank-weight": Table("eval-rerank-weight"),
+    "encoder-choice": Table("encoder_choice"),
+    "first-stage-modes": Table("eval-first-stage-modes"),
+    "rerank-length": Table("eval-rerank-length"),
+    "snippet-weights": Table("eval-snippet-weights"),
+    "snippet-defaults": Table("snippet_defaults"),
+    "train-encoder-minilm": Table("train_encoder-minilm"),
+    "encoder-all-sources": Table("encoder_choice-all-sources"),
+    "reranker-all-sources": Table("train_reranker-minilm-all-sources"),
+    "reranker-base": Table("train_reranker-base"),
+    "reranker-gpu-epochs": Table("train_reranker-gpu-epochs"),
+    "speed-precision-avx512": Table("index_throughput-precision-avx512"),
+    "speed-precision-avx2": Table("index_throughput-precision-avx2"),
+    "speed-encoders": Table("index_throughput-encoders"),
+    "speed-fused-kernels": Table("query_latency-fused-kernels"),
+    "cold-query": Table("cold_query-external-weights"),
+    "engine-versions": Table("engine_versions"),
+    "scale-speed": Table("scale-speed"),
+    "scale-quality": Table("scale-quality"),
+    "scale-million": Table("scale-million"),
+    "study-bm25-analyzers": Table("bm25_analyzers"),
+    "study-sentence-splitters": Table("sentence_splitters"),
+    "study-reranker-speed": Table("reranker_speed"),
+    "study-reranker-depth": Table("reranker_depth-students"),
+    "study-reranker-window": Table("reranker_depth-window"),
+    "study-reranker-pubmed": Table("reranker_depth-pubmed"),
+    "study-openvino": Table("openvino_compare"),
+    "study-encoder-precision": Table("encoder_precision"),
+    "study-light-install": Table("light_install"),
+    "query-latency-modes": Table("query_latency-modes"),
+    "query-latency-knn-score": Table("query_latency-knn-score"),
+    "index-throughput-sentences": Table("index_throughput-sentences"),
+    "pubmed-sync": Table("pubmed_sync"),
+    "query-log-overhead-batched": Table("query_log_overhead-batched"),
+    "query-log-overhead-single": Table("query_log_overhead-single"),
+    "serve-load": Table("serve_load"),
+    "serve-faults": Table("serve_faults-fault"),
+    "serve-soak": Table("serve_faults-soak"),
+}
+"""Every table the docs may hold, by the name its markers carry."""
+
+MARKERS = re.compile(r"(<!-- table: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table: (?P=name) -->)", re.DOTALL)
+
+
+def source_line(records: list[dict], names: list[str], dated: bool = True) -> str:
+    """The italic line under a table: each record's file, machine, date and commit (and where it was copied from)."""
+    parts = []
+    for name, record in zip(names, records, strict=True):
+        machine = record["machine"]
+        where = f"{machine['cpu']}, {machine['cores']} cores, {machine['isa']}"
+        if machine["cpu"] == machine["isa"] == "not recorded":
+            where = f"machine not recorded, {machine['cores']} cores"
+        if machine.get("accelerator"):
+            where += f", {machine['accelerator']}"
+        copied = f", transcribed from `{record['transcribed_from']}`" if record.get("transcribed_from") else ""
+        when = f"; {record['date']}; commit {record['commit']}{copied}" if dated else ""
+        parts.append(f"`benchmarks/records/{name}.json` ({where}{when})")
+    return "*Record" + ("s" if len(parts) > 1 else "") + ": " + "; ".join(parts) + ".*"
+
+
+def render(name: str, folder: Path = RECORDS) -> str:
+    """The markdown a table's markers hold: the table, then the line naming its records.
+
+    Args:
+        name: a key of :data:`TABLES`.
+        folder: where the records are.
+
+    Returns:
+        The text between the markers (starts and ends with a newline).
+
+    Example:
+        >>> render("serve-load").startswith("\\n| system |")
+        True
+    """
+    if name not in TABLES:
+        raise RenderError(f"unknown table {name!r}; known: {', '.join(sorted(TABLES))}")
+    table = TABLES[name]
+    try:
+        if table.compose is not None:
+            columns, rows, names = table.compose(folder)
+        else:
+            record = read_record(folder / f"{table.record}.json")
+            columns = [Column(**c) for c in record["columns"]]
+            if table.columns:
+                columns = [c for key in table.columns for c in columns if c.key == key]
+            renamed = dict(table.headers)
+            columns = [Column(c.key, renamed.get(c.key, c.header), c.format) for c in columns]
+            rows, names = record["results"], [table.record]
+        records = [read_record(folder / f"{n}.json") for n in names]
+    except FileNotFoundError as error:
+        raise RenderError(f"table {name!r}: no record {Path(error.filename).name} in {folder}") from None
+    return f"\n{markdown(columns, rows)}\n\n{source_line(records, names, table.dated)}\n\n"
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """README.md and every markdown page under docs/."""
+    found = [root / "README.md"] if (root / "README.md").is_file() else []
+    return found + sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else found
+
+
+def rewrite(text: str, folder: Path = RECORDS) -> tuple[str, list[str]]:
+    """``text`` with every table between markers rendered again, and the names of the tables that changed."""
+    changed: list[str] = []
+
+    def one(match: re.Match) -> str:
+        body = render(match["name"], folder)
+        if body != match["body"]:
+            changed.append(match["name"])
+        return match[1] + body + match[4]
+
+    return MARKERS.sub(one, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if any page is out of date")
+    parser.add_argument("--list", action="store_true", help="print the table names and their records")
+    parser.add_argument("--records", type=Path, default=RECORDS, help="the records' folder")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the folder of README.md and docs/")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, table in sorted(TABLES.items()):
+            print(f"{name}: {table.record or table.compose.__name__}")
+        return 0
+    stale = []
+    for page in pages(args.root):
+        text = page.read_text(encoding="utf-8")
+        try:
+            new, changed = rewrite(text, args.records)
+        except RenderError as error:
+            print(f"{page.relative_to(args.root)}: {error}", file=sys.stderr)
+            return 2
+        for name in changed:
+            stale.append(f"{page.relative_to(args.root)}: table {name} differs from its record(s)")
+        if changed and not args.check:
+            page.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print("\n".join(stale) + "\nrun: python benchmarks/render.py", file=sys.stderr)
+        return 1
+    for line in stale:
+        print(line.replace("differs from its record(s)", "rewritten"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
