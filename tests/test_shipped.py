@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,8 @@ from biorank.indexer.readers import read_records
 from biorank.models.cross_encoder import CrossEncoder
 from biorank.models.shipped import SHIPPED_FOLDER, SHIPPED_RERANKER, shipped_identity
 from biorank.stages.rerank import document_text
+
+WITHOUT_TORCH = Path(__file__).parent / "without_torch.py"
 
 # Two SciFact train claims, each against its judged abstract (first) and three other abstracts of the bundled
 # sample; the shipped model's logits in ONNX Runtime fp32 when it was committed. Claim 2 is of the training split,
@@ -32,6 +38,26 @@ def test_the_shipped_reranker_scores_as_pinned(precision: str, shared_data: Path
         scores = reranker.score(claims[claim], [document_text(abstracts[i].title, abstracts[i].abstract) for i in ids])
         assert scores.tolist() == pytest.approx(pinned, abs=1e-4), claim
         assert scores.argmax() == 0  # the judged abstract first
+
+
+def test_the_light_install_writes_the_shipped_graph_without_torch_and_scores_as_pinned(
+        shared_data: Path, tmp_path: Path) -> None:
+    """No torch, an empty cache: the graph is written from the packed weights (:mod:`biorank.models.bert_graph`),
+    and scores as the export traced from torch did when the model was committed."""
+    claims = read_queries(shared_data / "scifact" / "claims_train.jsonl")
+    abstracts = {r.id: r for r in read_records(sample_path()) if hasattr(r, "id")}
+    pairs = [(claims[claim], document_text(abstracts[i].title, abstracts[i].abstract))
+             for claim, (ids, _) in PINNED.items() for i in ids]
+    code = ("import json, sys; from biorank.models.cross_encoder import CrossEncoder; "
+            "reranker = CrossEncoder('biorank-reranker'); "
+            "print(json.dumps([reranker.precision, reranker.score_pairs(json.load(sys.stdin)).tolist(), "
+            "sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules)]))")
+    run = subprocess.run([sys.executable, str(WITHOUT_TORCH), "-c", code], input=json.dumps(pairs), text=True,
+                         capture_output=True, env={**os.environ, "BIORANK_CACHE": str(tmp_path)}, timeout=300)
+    assert run.returncode == 0, run.stderr
+    precision, scores, imported = json.loads(run.stdout)
+    assert (precision, imported) == ("onnx", [])
+    assert scores == pytest.approx([s for _, pinned in PINNED.values() for s in pinned], abs=1e-4)
 
 
 def test_the_shipped_reranker_fits_the_repository_and_has_a_card() -> None:

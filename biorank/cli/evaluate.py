@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 @click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--runs", "score_runs", is_flag=True,
               help="Score the run files given as arguments instead of running systems: TREC runs, or BioASQ "
-                   "submissions (.json, scored with their snippets against a golden file).")
+                   "submissions (.json, scored with their snippets against a golden file, the bioasq-* measures "
+                   "exactly as the official evaluator scores the file).")
 @options.index_option()
 @click.option("--split", type=click.Choice(["dev", "rest", "all"]), default="all", show_default=True,
               help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all.")
@@ -38,7 +39,11 @@ if TYPE_CHECKING:
                    "(BioASQ golden files carry their own).")
 @click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
               default="min_gold_cutoff", show_default=True,
-              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before.")
+              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before. "
+                   "The bioasq-* measures equal the official evaluator's (BioASQEvaluation.jar -e 9, -e 5, -e 2 "
+                   "respectively; documents compared as written, nothing cut at 10); the bioasq-*-pmid measures "
+                   "are biorank's reading (documents matched by PMID whatever the URL form, at most 10), never "
+                   "the official figures.")
 @click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Depth of each run.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
               show_default=True, help="Where runs, table.md, table.json and the plots go.")
@@ -58,6 +63,7 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
                    --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev
       biorank eval --runs bm25.trec hybrid.trec --qrels qrels.tsv
     """
+    from biorank.evaluation.report import NO_PLOTS, pyplot
     from biorank.experiment import Experiment, ExperimentError, run_experiment
 
     if score_runs != bool(run_paths):
@@ -83,6 +89,8 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
     click.echo(result.report.markdown())
     click.echo(f"\nwritten to {out}: " + ", ".join(p.name for p in result.written) +
                ("" if run_paths else ", and a .trec run per system"))
+    if pyplot() is None:
+        echo(f"note: {NO_PLOTS}")
 
 
 @cli.command("export-bioasq")

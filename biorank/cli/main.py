@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
+from biorank.cli.logs import route_library_logs
 from biorank.config import ConnectionSettings
 from biorank.errors import BiorankError
 from biorank.store.failures import describe
@@ -40,10 +42,15 @@ class _Group(click.Group):
               help="CA certificate to verify the cluster's TLS certificate [env: BIORANK_CA_FILE].")
 @click.option("--verify/--no-verify", default=None,
               help="Verify TLS certificates (default on) [env: BIORANK_VERIFY=false turns it off].")
+@click.option("--verbose", "-v", count=True,
+              help="Show the libraries' log records (opensearch-py, urllib3, transformers, ONNX Runtime) on standard "
+              "error: -v from INFO, -vv from DEBUG. Without it they never reach the terminal.")
+@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), envvar="BIORANK_LOG_FILE",
+              help="Append the libraries' log records to this file [env: BIORANK_LOG_FILE].")
 @click.version_option(package_name="biorank")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, user: str | None, password: str | None,
-        ca_file: str | None, verify: bool | None) -> None:
+        ca_file: str | None, verify: bool | None, verbose: int, log_file: Path | None) -> None:
     """biorank: hybrid BM25 + dense search, reranking and snippets for biomedical abstracts.
 
     \b
@@ -55,6 +62,7 @@ def cli(ctx: click.Context, url: str | None, user: str | None, password: str | N
       biorank eval --queries Q --qrels R          bm25, dense and hybrid side by side, with plots
       biorank cluster status                      where the local node is and whether it runs
     """
+    route_library_logs(verbose, log_file)
     ctx.obj = ConnectionSettings.from_env().with_overrides(
         url=url, user=user, password=password, ca_file=ca_file, verify=verify
     )
@@ -62,16 +70,3 @@ def cli(ctx: click.Context, url: str | None, user: str | None, password: str | N
 
 def main() -> None:
     cli(prog_name="biorank")
-
-
-# The command modules register themselves on the group.
-from biorank.cli import (  # noqa: E402
-    cluster,  # noqa: F401
-    evaluate,  # noqa: F401
-    indexing,  # noqa: F401
-    inspect,  # noqa: F401
-    searching,  # noqa: F401
-    serving,  # noqa: F401
-    training,  # noqa: F401
-    tuning,  # noqa: F401
-)

@@ -78,9 +78,12 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
           --share nfcorpus=0.25 --groups-per-step 8 --trim-groups --epochs 5 --keep last
     """
     from biorank.evaluation.topics import read_qrels, read_queries
+    from biorank.models.extras import require_torch
     from biorank.store.record import store_reranker
     from biorank.training.reranker import RerankerTraining, train_reranker
     from biorank.training.supervision import read
+
+    require_torch("train-reranker")  # before the cluster is asked anything
 
     searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
     with stage_progress() as progress:
@@ -134,7 +137,7 @@ def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: s
     checkpoint. Then give the index the new vectors with `biorank reindex-vectors`.
 
     \b
-    Example (SciFact train, see the README for the time it takes on 2 CPU cores):
+    Example (SciFact train, docs/measurements/training.md gives the time it takes on 2 CPU cores):
       biorank train-encoder --queries claims_train.jsonl --qrels qrels/train.tsv --index scifact \\
           --out models/encoder-scifact
     Every source at once (see gather-supervision), validated on SciFact's dev split:
@@ -142,8 +145,11 @@ def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: s
           --index scifact --out models/encoder-all --synthetic-ratio 0
     """
     from biorank.evaluation.topics import read_qrels, read_queries
+    from biorank.models.extras import require_torch
     from biorank.training.encoder import EncoderTraining, train_encoder
     from biorank.training.supervision import read
+
+    require_torch("train-encoder")  # before the cluster is asked anything
 
     config = EncoderTraining(max_steps=max_steps, seed=seed, **recipe,
                              synthetic_kinds=tuple(k.strip() for k in synthetic_kinds.split(",") if k.strip()))

@@ -48,9 +48,9 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
     best = best_setting(table)
     for lam, value in table.items():
         click.echo(f"λ = {lam:<6g} {metric} = {value:.4f}{'  ← best' if lam == best else ''}")
-    plot_grid(table, metric, plot, title=f"{index_name}: {metric} against λ ({len(queries)} {split} queries)",
-              xlabel="λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)", log_x=True)
-    click.echo(f"plot written to {plot}")
+    plotted = plot_grid(table, metric, plot, title=f"{index_name}: {metric} against λ ({len(queries)} {split} "
+                        "queries)", xlabel="λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)", log_x=True)
+    _said_plot(plotted)
     if not no_store:
         store_lambda(searcher.client, index_name, best, metric=metric, value=table[best], queries=len(queries),
                      split=split)
@@ -122,9 +122,9 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
     best = best_setting(table)
     for weight, value in table.items():
         click.echo(f"w = {weight:<4g} {metric} = {value:.4f}{'  ← best' if weight == best else ''}")
-    plot_grid(table, metric, plot, title=f"{index_name}: {metric} against the rerank weight ({len(queries)} {split} "
-              f"queries, {system})", xlabel="w (the cross-encoder's share of the final score)")
-    click.echo(f"plot written to {plot}")
+    _said_plot(plot_grid(table, metric, plot, title=f"{index_name}: {metric} against the rerank weight "
+                         f"({len(queries)} {split} queries, {system})",
+                         xlabel="w (the cross-encoder's share of the final score)"))
     if not no_store:
         store_rerank_weight(searcher.client, index_name, best, reranker=identity, metric=metric, value=table[best],
                             queries=len(queries), split=split, system=system, depth=rerank_depth,
@@ -176,7 +176,8 @@ def _grid(grid: str, *, upper: float) -> list[float]:
 @click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True, help=SPLIT_HELP)
 @click.option("--perspectives", default="relevance,similarity,lexical,document", show_default=True,
               help="Sentence perspectives the weights may use; the others stay 0. Leave out relevance and the "
-                   "snippet stage runs no cross-encoder over sentences, nearly all of its cost (see the README).")
+                   "snippet stage runs no cross-encoder over sentences, nearly all of its cost "
+                   "(docs/measurements/snippets.md).")
 @click.option("--rounds", type=click.IntRange(1), default=5, show_default=True,
               help="At most this many rounds (document, then sentence weights).")
 @click.option("--trials", type=click.IntRange(1), default=60, show_default=True, help="Optuna trials per phase.")
@@ -218,8 +219,14 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
     with stage_progress() as progress:
         outcome = tune_snippet_weights(searcher, tuning, progress=progress, report=click.echo)
     click.echo(f"tuned: {METRIC} {outcome.result.value:.4f} against {outcome.result.initial:.4f} for equal weights")
-    plot_tuning(outcome.result, plot, title=f"{index_name}: {METRIC} while tuning the snippet weights "
-                f"({outcome.queries} {split} queries, {system})")
-    click.echo(f"plot written to {plot}")
+    _said_plot(plot_tuning(outcome.result, plot, title=f"{index_name}: {METRIC} while tuning the snippet weights "
+                           f"({outcome.queries} {split} queries, {system})"))
     if tuning.store:
         click.echo(f"stored the weights with {index_name}: +snippets systems and query --snippets use them")
+
+
+def _said_plot(path: Path | None) -> None:
+    """Where the plot went, or why there is none (the light install leaves matplotlib out)."""
+    from biorank.evaluation.report import NO_PLOTS
+
+    click.echo(f"plot written to {path}" if path is not None else NO_PLOTS)

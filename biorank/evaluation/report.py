@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from biorank.evaluation.measures import Qrels, Run, parse_measure
 
@@ -122,15 +123,31 @@ def write_report(report: EvalReport, out: Path) -> list[Path]:
     written = [out / "table.md", out / "table.json"]
     written[0].write_text(report.markdown() + "\n", encoding="utf-8")
     written[1].write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-    written += _plot_differences(report, out / "per-query-difference.png")
-    written += _plot_recall(report, out / "recall-depth.png")
+    if pyplot() is not None:
+        written += _plot_differences(report, out / "per-query-difference.png")
+        written += _plot_recall(report, out / "recall-depth.png")
     return written
 
 
-def _pyplot():
-    import matplotlib
+PLOTS_EXTRA = "pip install 'biorank[plots]'"
+NO_PLOTS = f"no plots: matplotlib is not installed ({PLOTS_EXTRA})"
+"""What a command says in place of a plot on the light install, which leaves matplotlib's 100 MB out."""
 
-    matplotlib.use("Agg")  # no display on servers and CI
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on its file backend (no display on servers and CI), or None where it is not installed.
+
+    Returns:
+        The ``matplotlib.pyplot`` module, or None.
+
+    Example:
+        >>> plt = pyplot()
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
@@ -140,7 +157,7 @@ def _plot_differences(report: EvalReport, path: Path) -> list[Path]:
     others = report.systems[1:]
     if not others:
         return []
-    plt = _pyplot()
+    plt = pyplot()
     measure, baseline = report.measures[0], report.systems[0]
     fig, axes = plt.subplots(len(others), 1, figsize=(8, 2.6 * len(others)), squeeze=False)
     for ax, system in zip(axes[:, 0], others, strict=True):
@@ -160,7 +177,7 @@ def _plot_differences(report: EvalReport, path: Path) -> list[Path]:
 
 
 def _plot_recall(report: EvalReport, path: Path) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for system in report.systems:
         curve = report.recall_at_depth[system]

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from biorank.cluster.artifacts import Artifact, fetch
 from biorank.config import default_cache
+from biorank.downloads import Artifact, fetch
 from biorank.models.convert import onnx_to_sentence_transformers
 from biorank.models.export import finish_graphs, staging
 from biorank.models.prefixes import Prefixes

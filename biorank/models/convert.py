@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from biorank.errors import BiorankError
+from biorank.models.extras import quiet_loading, require_torch
 from biorank.models.runtime import BERT_INPUTS
 
 _LAYER = re.compile(r"encoder\.layer\.(\d+)\.")
@@ -54,6 +55,7 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
                                   prompts: Mapping[str, str] | None = None) -> Path:
     """Write ``target``: a sentence-transformers folder (BERT, pooling, normalisation) with the graph's weights,
     and the model's query/passage ``prompts`` (:mod:`.prefixes`)."""
+    require_torch("converting an ONNX encoder into torch weights (for bf16, a GPU or training)")
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
@@ -79,7 +81,6 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
     if missing or unexpected:
         raise ConversionError(f"{graph_path}: weights missing {missing[:3]} or left over {unexpected[:3]}")
     transformer_dir = target / "0_Transformer"
-    bert.save_pretrained(transformer_dir)
     # Without token_type_ids among its inputs the tokenizer gives torch no segments, so a cross-encoder trained
     # from this folder would see the document as segment A, and its ONNX export (fed tokenizer.json's segments)
     # would score other inputs than it was trained on.
@@ -87,16 +88,12 @@ def onnx_to_sentence_transformers(graph_path: Path, tokenizer_path: Path, target
                                         unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]",
                                         mask_token="[MASK]",
                                         model_input_names=list(BERT_INPUTS))
-    tokenizer.save_pretrained(transformer_dir)
-    from transformers.utils import logging
-
-    verbosity = logging.get_verbosity()
-    logging.set_verbosity_error()  # the graph has no pooler, which BERT's loader reports as newly initialised
-    try:
+    # Quiet: the saves' progress bars, and the load report of the graph's missing pooler (newly initialised).
+    with quiet_loading(fresh_head=True):
+        bert.save_pretrained(transformer_dir)
+        tokenizer.save_pretrained(transformer_dir)
         transformer = models.Transformer(str(transformer_dir), max_seq_length=max_length)
-    finally:
-        logging.set_verbosity(verbosity)
-    pooled = models.Pooling(hidden, pooling_mode="cls" if pooling == "cls" else "mean")
-    SentenceTransformer(modules=[transformer, pooled, models.Normalize()], device="cpu",
-                        prompts=dict(prompts or {})).save(str(target))
+        pooled = models.Pooling(hidden, pooling_mode="cls" if pooling == "cls" else "mean")
+        SentenceTransformer(modules=[transformer, pooled, models.Normalize()], device="cpu",
+                            prompts=dict(prompts or {})).save(str(target))
     return target

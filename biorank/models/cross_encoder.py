@@ -19,6 +19,7 @@ transformers are imported only for the torch precisions, or once to export a mod
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -30,10 +31,12 @@ from biorank.models.encoder import (
     default_device,
     model_identity,
     native_bf16,
-    quiet_loading,
     resolve_model,
 )
+from biorank.models.extras import quiet_loading, require_torch
 from biorank.models.runtime import ONNX_PRECISIONS, PAIR_TRUNCATION, OnnxModel, cached
+from biorank.models.shipped import SHIPPED_FOLDER, SHIPPED_RERANKER
+from biorank.models.shipped import WEIGHTS as SHIPPED_WEIGHTS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,12 +89,14 @@ class CrossEncoder:
 
     def _export(self, precision: str, max_length: int) -> Path:
         folder = cached(self.model_name, "cross-encoder", precision)  # type: ignore[arg-type]
-        if folder is None:
-            from biorank.models.export import export_cross_encoder
+        if folder is not None:
+            return folder
+        from biorank.models.export import export_bert_checkpoint, export_cross_encoder
 
-            loaded, tokenizer = self._load()
-            folder = export_cross_encoder(loaded.eval(), tokenizer, self.model_name, max_length)
-        return folder
+        if (checkpoint := bert_checkpoint(self._name)) is not None:
+            return export_bert_checkpoint(*checkpoint, self.model_name, max_length)
+        loaded, tokenizer = self._load()
+        return export_cross_encoder(loaded.eval(), tokenizer, self.model_name, max_length)
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, *, precision: Precision = "auto",
@@ -130,6 +135,8 @@ class CrossEncoder:
 
     @property
     def precision(self) -> Precision:
+        """The precision in use (``auto`` resolved): ``onnx`` or ``int8`` in ONNX Runtime, ``fp32`` or ``bf16`` in
+        torch."""
         return self._precision
 
     @cached_property
@@ -167,12 +174,30 @@ class CrossEncoder:
         return scores
 
 
+def bert_checkpoint(name: str) -> tuple[Path, Path] | None:
+    """(weights, folder) of a BERT cross-encoder whose graph can be written without torch: the shipped model, or
+    a local folder with ``model.safetensors``, ``config.json`` and ``tokenizer.json`` of model type bert (what
+    ``train-reranker`` writes). None for anything else, which is traced from torch instead."""
+    if name == SHIPPED_RERANKER:
+        return SHIPPED_FOLDER / SHIPPED_WEIGHTS, SHIPPED_FOLDER
+    folder = Path(name)
+    files = [folder / f for f in ("model.safetensors", "config.json", "tokenizer.json")]
+    if not all(f.is_file() for f in files):
+        return None
+    try:
+        bert = json.loads(files[1].read_text(encoding="utf-8")).get("model_type") == "bert"
+    except (OSError, ValueError):
+        return None
+    return (files[0], folder) if bert else None
+
+
 def load_cross_encoder(name: str, *, fresh_head: bool = False) -> tuple[Any, Any]:
     """(model, tokenizer) of a sequence-classification checkpoint: a local folder or a hub name.
 
     ``fresh_head`` gives it a new one-output head, for a checkpoint that has none (a sentence encoder about
     to be trained as a cross-encoder).
     """
+    require_torch("a cross-encoder in torch (fp32, bf16, training)")
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     source = resolve_model(name)

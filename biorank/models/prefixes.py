@@ -17,7 +17,8 @@ from typing import Literal
 
 Role = Literal["query", "passage"]
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
-"""bge-small-en-v1.5's optional query instruction: off by default, as it measured no better (README)."""
+"""bge-small-en-v1.5's optional query instruction: off by default, as it measured no better
+(docs/measurements/retrieval.md, "Which encoder")."""
 CONFIG_FILE = "config_sentence_transformers.json"
 
 

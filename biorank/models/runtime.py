@@ -152,7 +152,9 @@ class OnnxModel:
     >>> OnnxModel(folder, "onnx").embed(["vitamin D"], batch_size=64)  # doctest: +SKIP
     """
 
-    def __init__(self, folder: Path, precision: OnnxPrecision) -> None:
+    def __init__(self, folder: Path, precision: OnnxPrecision, *, session: Any = None) -> None:
+        """``session`` runs the graph instead of ONNX Runtime's own session of ``folder``'s file: anything with
+        its ``run(None, feed)`` (a benchmark compares another runtime through biorank's own batching so)."""
         from tokenizers import Tokenizer
 
         manifest = Manifest.read(folder)
@@ -160,7 +162,7 @@ class OnnxModel:
             raise RuntimeUnavailable(f"{folder} holds no biorank ONNX export")
         self.manifest = manifest
         self.precision = precision
-        self._session = _session(folder / FILES[precision])
+        self._session = session if session is not None else _session(folder / FILES[precision])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         # The file's own padding and truncation (MiniLM's pads everything to 128) are replaced by ours.
         self.tokenizer.no_padding()

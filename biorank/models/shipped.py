@@ -17,6 +17,7 @@ import shutil
 from functools import cache
 from pathlib import Path
 
+from biorank.models.extras import require_torch
 from biorank.models.runtime import cache_folder, folder_digest
 
 SHIPPED_RERANKER = "biorank-reranker"
@@ -42,6 +43,7 @@ def shipped_reranker_folder() -> Path:
     folder = cache_folder(identity, FOLDER_KIND)
     if (folder / "model.safetensors").is_file():
         return folder
+    require_torch("the shipped cross-encoder in torch (fp32, bf16, training)")
     import torch
     from safetensors.torch import load, save_file
 

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.indexer.blocks import block_budget
-from biorank.models.encoder import DEFAULT_MODEL, quiet_loading
+from biorank.models.encoder import DEFAULT_MODEL
+from biorank.models.extras import quiet_loading, require_torch
 from biorank.store.indices import entries_in_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
@@ -67,7 +68,7 @@ VALIDATION_DEPTH = 100
 
 @dataclass(frozen=True)
 class EncoderTraining(Recipe):
-    """How the dense encoder is trained; the defaults are the recipe of the README's table."""
+    """How the dense encoder is trained; the defaults are the recipe measured in docs/measurements/training.md."""
 
     epochs: int = 3
     learning_rate: float = 2e-5
@@ -137,6 +138,7 @@ def train_encoder(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, 
     With ``supervision`` (:mod:`biorank.training.supervision`) the supervised pairs are its training pairs
     instead, hard negatives drawn from its pooled BM25 negatives; ``queries`` and ``qrels`` then only validate
     (their dev split, whose texts are never trained on)."""
+    require_torch("training an encoder")
     import torch
 
     started = time.perf_counter()

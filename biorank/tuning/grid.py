@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from biorank.evaluation.report import pyplot
+
 
 def best_setting(table: Mapping[float, float]) -> float:
     """The setting with the best value; of equal values the smallest (the least BM25 that reaches it, the least
@@ -14,14 +16,11 @@ def best_setting(table: Mapping[float, float]) -> float:
 
 
 def plot_grid(table: Mapping[float, float], metric: str, path: Path, *, title: str, xlabel: str,
-              log_x: bool = False) -> None:
+              log_x: bool = False) -> Path | None:
     """PNG of ``metric`` against the grid, the best setting marked; ``log_x`` a symmetric log scale, for grids
-    that step finely near 0 (λ)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on servers and CI
-    import matplotlib.pyplot as plt
-
+    that step finely near 0 (λ). Returns the path, or None without matplotlib."""
+    if (plt := pyplot()) is None:
+        return None
     settings = sorted(table)
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(settings, [table[x] for x in settings], marker="o")
@@ -38,3 +37,4 @@ def plot_grid(table: Mapping[float, float], metric: str, path: Path, *, title: s
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return path

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biorank.config import SEED
+from biorank.evaluation.report import pyplot
 from biorank.stages.snippets import (
     DOCUMENT_PARTS,
     SNIPPETS_PER_QUERY,
@@ -172,13 +173,10 @@ def single_perspectives(tuning: TuningSet, perspectives: Sequence[str] = PERSPEC
     return values | {"equal": tuning.value(equal_weights(perspectives))}
 
 
-def plot_tuning(result: TuningResult, path: Path, title: str) -> Path:
-    """Every trial's value and the best so far, phase by phase, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on servers and CI
-    import matplotlib.pyplot as plt
-
+def plot_tuning(result: TuningResult, path: Path, title: str) -> Path | None:
+    """Every trial's value and the best so far, phase by phase, as a PNG; None without matplotlib."""
+    if (plt := pyplot()) is None:
+        return None
     fig, ax = plt.subplots(figsize=(9, 4.5))
     offset = 0
     best = result.initial
