@@ -46,9 +46,24 @@ class ConnectionSettings:
     query_log: bool = True
     """Whether query, search and eval write a record per query to ``query_log_index`` [BIORANK_QUERY_LOG=0]."""
     query_log_index: str = QUERY_LOG_INDEX
+    """[BIORANK_QUERY_LOG_INDEX] One exact index name: the query log refuses a pattern or a list in one line
+    (``biorank.store.names.check_query_log_name``; this leaf module cannot raise biorank's errors)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> ConnectionSettings:
+        """The settings the environment gives (``BIORANK_URL``, ``BIORANK_USER``, ``BIORANK_PASSWORD``,
+        ``BIORANK_CA_FILE``, ``BIORANK_VERIFY``, ``BIORANK_QUERY_LOG``, ``BIORANK_QUERY_LOG_INDEX``).
+
+        Args:
+            environ: the variables to read; None reads the process's own.
+
+        Returns:
+            The settings; a variable that is unset or empty leaves its default.
+
+        Example:
+            >>> ConnectionSettings.from_env({"BIORANK_URL": "https://search.example.org:9200"}).url
+            'https://search.example.org:9200'
+        """
         env = os.environ if environ is None else environ
         return cls(
             url=env.get("BIORANK_URL") or None,
@@ -63,9 +78,6 @@ class ConnectionSettings:
     def with_overrides(self, **values: object) -> ConnectionSettings:
         """Options given on the command line win over the environment; ``None`` means not given."""
         return replace(self, **{k: v for k, v in values.items() if v is not None})
-
-    def redacted_url(self) -> str:
-        return redact_url(self.url) if self.url else "the local node"
 
 
 def redact_url(url: str) -> str:

@@ -6,6 +6,7 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,3 +47,27 @@ def index_until(command: list[str], cwd: Path, client: OpenSearch, index: str, o
         time.sleep(0.2)
     assert run.poll() is None, f"the run ended before it could be interrupted: {log.read_text()}"
     return run
+
+
+@contextlib.contextmanager
+def serving(service: Any) -> Iterator[str]:
+    """``service`` behind uvicorn on a free loopback port, for as long as the block runs."""
+    import uvicorn
+
+    from biorank.cluster.local import free_port
+    from biorank.service.app import create_app
+    from biorank.service.server import server_config
+
+    port = free_port()
+    server = uvicorn.Server(server_config(create_app(service), "127.0.0.1", port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

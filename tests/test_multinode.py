@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,14 +20,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from opensearchpy import OpenSearch, helpers
-from running import index_until, node_of_its_own
+from running import index_until, node_of_its_own, serving
 
+from benchmarks.serve_faults import hit_ids
 from biorank.cli import cli
 from biorank.cluster.local import LocalNode, port_is_free
 from biorank.demo import sample_path
 from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.models.encoder import Encoder
 from biorank.retrieval.searcher import Searcher, SearchSettings
+from biorank.service.app import SearchService, ServiceSettings
 from biorank.store.client import connect
 from biorank.store.mappings.documents import IndexSettings
 
@@ -119,7 +122,7 @@ def test_with_replicas_a_killed_node_costs_no_answer_and_rejoins(
     name = "faults-replicated"
     _index(client, name, _corpus(tmp_path, 60), default_encoder, replicas=1)
     _green(client, name)
-    searchers = {mode: Searcher(client, name, settings=SearchSettings(mode=mode)) for mode in ("bm25", "hybrid")}
+    searchers = {mode: Searcher.open(client, name, settings=SearchSettings(mode=mode)) for mode in ("bm25", "hybrid")}
     before = {mode: _answers(s) for mode, s in searchers.items()}
     # node-1 is the client's first host: its requests must fail over to the others.
     victim = three_nodes.status().members[0]
@@ -198,5 +201,50 @@ def test_without_replicas_a_lost_node_is_one_line_naming_the_missing_shards(
                 assert all(f"[{name}][{n}]" in line for n in lost), (lost, line)
     finally:
         _rejoin(three_nodes, client)
-    assert len(Searcher(client, name).search(QUERIES[0], 10)) == 10
+    assert len(Searcher.open(client, name).search(QUERIES[0], 10)) == 10
+    client.indices.delete(index=name)
+
+
+def test_serve_answers_every_request_while_a_node_is_killed(
+        three_nodes: LocalNode, client: OpenSearch, default_encoder: Encoder, tmp_path: Path) -> None:
+    """Issue 45's fault under load, short (``benchmarks/serve_faults.py`` runs it for a minute, with figures):
+    clients ask ``serve`` for first-stage and reranked hits while node-1, the client's first host, is killed with
+    ``kill -9``. Every request is answered, each with the hits of the fault-free run."""
+    name = "faults-serve"
+    _index(client, name, _corpus(tmp_path, 60), default_encoder, replicas=1)
+    _green(client, name)
+    service = SearchService(client, ServiceSettings(index=name, query_log=False), query_log_index="unused",
+                            searcher=Searcher.open(client, name, encoder=default_encoder))
+    requests = [{"q": q, "k": 10, "mode": mode} for q in QUERIES for mode in ("bm25", "hybrid")]
+    requests.append({"q": QUERIES[0], "k": 5, "rerank": True})
+    problems: list[str] = []
+    answered = [0] * 3
+    stop = threading.Event()
+    with serving(service) as url:
+        expected = [hit_ids(url, r) for r in requests]
+
+        def ask(worker: int) -> None:
+            turn = worker
+            while not stop.is_set():
+                n, turn = turn % len(requests), turn + 1
+                try:
+                    if hit_ids(url, requests[n]) != expected[n]:
+                        problems.append(f"other hits for {requests[n]}")
+                except Exception as e:  # every failure is counted, none stops the others
+                    problems.append(f"{requests[n]}: {e}")
+                answered[worker] += 1
+
+        workers = [threading.Thread(target=ask, args=(n,)) for n in range(3)]
+        for worker in workers:
+            worker.start()
+        try:
+            time.sleep(2)
+            os.kill(three_nodes.status().members[0].pid, signal.SIGKILL)
+            time.sleep(5)
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join(timeout=300)
+            _rejoin(three_nodes, client)
+    assert problems == [] and all(n > 3 for n in answered), (problems[:5], answered)
     client.indices.delete(index=name)

@@ -128,14 +128,15 @@ def test_the_flag_and_the_setting_turn_the_log_off(
 def test_an_invalid_log_index_warns_once_and_the_query_is_answered(
     opensearch_url: str, opensearch: OpenSearch, sample_index: str
 ) -> None:
-    # Upper case is not allowed in index names: creating the log index fails on the cluster.
+    # Upper case is not allowed in index names: refused before the cluster is asked, said once, the query answered.
     result = _run(["--url", opensearch_url, "query", QUERY, "--index", sample_index, "--mode", "bm25", "--json"],
                   "Biorank-Queries-INVALID")
     assert result.exit_code == 0, result.output
     assert len(result.stdout.splitlines()) == 10  # the hits
-    warnings = [line for line in result.stderr.splitlines() if WARNING in line]
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1, result.stderr
-    assert "invalid_index_name_exception" in warnings[0]
+    assert "'Biorank-Queries-INVALID' (BIORANK_QUERY_LOG_INDEX) is not one index name" in warnings[0]
+    assert "the queries are answered and not logged" in warnings[0]
 
 
 @pytest.mark.parametrize("breakage", ["read-only", "closed"])
@@ -171,7 +172,7 @@ def test_a_log_index_that_refuses_writes_fails_no_query(
 def test_a_pipeline_answers_as_search_many_and_logs_each_batch_as_it_is_done(
     opensearch: OpenSearch, sample_index: str, query_log_index: str
 ) -> None:
-    searcher = Searcher(opensearch, sample_index, SearchSettings(mode="bm25"))
+    searcher = Searcher.open(opensearch, sample_index, SearchSettings(mode="bm25"))
     queries = {f"q{i}": f"cells and protein {i}" for i in range(70)}
     ticks: list[int] = []
     with QueryLog(opensearch, query_log_index, command="test", flush_every=32) as log:
@@ -216,7 +217,7 @@ class _Pause:
 def test_the_pipeline_clock_shares_each_stage_of_a_batch_among_its_queries(
     opensearch: OpenSearch, sample_index: str
 ) -> None:
-    pipeline = Pipeline.build("bm25", Searcher(opensearch, sample_index))
+    pipeline = Pipeline.build("bm25", Searcher.open(opensearch, sample_index))
     pipeline.stages.append(_Pause(0.06))
     ticks: list[int] = []
     answers = pipeline.run({"a": "cells", "b": "protein", "c": "cancer"}, 5, progress=ticks.append)

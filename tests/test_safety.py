@@ -4,6 +4,7 @@ queries, credentials in URLs, numbers out of range. Each was a defect; each is n
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -306,3 +307,136 @@ def test_a_truncated_gzip_indexes_what_it_holds_and_says_where_it_broke(opensear
     indexed = int(result.output.split(f"{index_name}: ")[1].split()[0])
     assert 0 < indexed < 60 and "Aborted" not in result.output
     assert "file unreadable from here on" in rejects.read_text(encoding="utf-8")
+
+
+def _write_blocked(opensearch: OpenSearch, name: str, blocked: bool) -> None:
+    opensearch.indices.put_settings(index=name, body={"index.blocks.write": True if blocked else None})
+
+
+def test_deleting_a_clone_leaves_the_original_and_its_sentences(opensearch_url: str, opensearch: OpenSearch,
+                                                                index_name: str) -> None:
+    """``_clone`` copies the record, which names the original's sentences index: the copy goes, they stay."""
+    _empty_biorank_index(opensearch, index_name)
+    copy = f"{index_name}-copy"
+    _write_blocked(opensearch, index_name, True)  # what _clone asks of its source
+    try:
+        opensearch.indices.clone(index=index_name, target=copy)
+    finally:
+        _write_blocked(opensearch, index_name, False)
+    deleted = _run("--url", opensearch_url, "delete-index", copy, "--yes")
+    assert deleted.exit_code == 0, deleted.output
+    lines = deleted.output.strip().splitlines()
+    assert lines[-1] == f"deleted {copy}" and len(lines) == 2, deleted.output
+    assert f"names '{index_name}-sentences' as its sentences index, not '{copy}-sentences'" in lines[0]
+    assert not opensearch.indices.exists(index=copy)
+    assert opensearch.indices.exists(index=index_name) and opensearch.indices.exists(index=f"{index_name}-sentences")
+
+
+def test_a_record_naming_other_indices_deletes_only_its_own(opensearch_url: str, opensearch: OpenSearch,
+                                                            index_name: str) -> None:
+    """Hand-made hostile records: a sentences index named as a pattern, a list, another documents index, another
+    index's sentences, and a sentences index of the derived name whose own record points elsewhere or is none."""
+    from biorank.store.indices import delete_indices
+
+    other = f"{index_name}-other"
+    _empty_biorank_index(opensearch, other)
+    hostile, settings = f"{index_name}-h", IndexSettings()
+    # Patterns narrow enough that a biorank deleting what a record names removes only this test's indices.
+    for named in (f"{index_name}-o*", f"{other},{other}-sentences", other, f"{other}-sentences"):
+        opensearch.indices.create(index=hostile, body=documents_index_body(
+            settings, model="m", dimension=4, block_tokens=254, sentences_index=named))
+        result = _run("--url", opensearch_url, "delete-index", hostile, "--yes")
+        assert result.exit_code == 0 and result.output.strip().endswith(f"deleted {hostile}"), (named, result.output)
+        assert "is left alone" in result.output and result.output.count("\n") == 2, result.output
+        assert opensearch.indices.exists(index=other) and opensearch.indices.exists(index=f"{other}-sentences"), named
+    # The derived name, but its own record says it holds another index's sentences, or it is not biorank's.
+    for sentences_body in (sentences_index_body(settings, model="m", dimension=4, documents_index=other),
+                           {"mappings": {"properties": {"x": {"type": "keyword"}}}}):
+        opensearch.indices.create(index=hostile, body=documents_index_body(
+            settings, model="m", dimension=4, block_tokens=254, sentences_index=f"{hostile}-sentences"))
+        opensearch.indices.create(index=f"{hostile}-sentences", body=sentences_body)
+        # What --recreate deletes first, through the same function.
+        assert delete_indices(opensearch, hostile) == [hostile]
+        assert opensearch.indices.exists(index=f"{hostile}-sentences")
+        opensearch.indices.delete(index=f"{hostile}-sentences")
+
+
+@pytest.mark.parametrize("name", ["*", "biorank-q*", "biorank-queries,biorank-demo", "_all", "Queries", ".kibana"])
+def test_a_query_log_name_that_is_not_one_index_is_refused(opensearch_url: str, opensearch: OpenSearch,
+                                                           sample_index: str, name: str) -> None:
+    """``biorank log`` refuses it in one line; a query is answered and says once that it was not logged (the log
+    never costs a query its answer). Either way the name never reaches the cluster."""
+    refused = _run("--url", opensearch_url, "log", BIORANK_QUERY_LOG_INDEX=name)
+    assert refused.exit_code == 1 and refused.output.count("\n") == 1, refused.output
+    assert "(BIORANK_QUERY_LOG_INDEX) is not one index name" in refused.output, refused.output
+    before = sorted(opensearch.indices.get_alias(index="*", expand_wildcards="all"))
+    answered = _run("--url", opensearch_url, "query", "calcium", "--index", sample_index, "--mode", "bm25", "--json",
+                    BIORANK_QUERY_LOG_INDEX=name)
+    hits = answered.stdout.splitlines()
+    assert answered.exit_code == 0 and hits and all(json.loads(hit)["id"] for hit in hits), answered.output
+    warnings = [line for line in answered.stderr.splitlines() if "BIORANK_QUERY_LOG_INDEX" in line]
+    assert len(warnings) == 1 and "not logged" in warnings[0], answered.stderr
+    assert sorted(opensearch.indices.get_alias(index="*", expand_wildcards="all")) == before
+
+
+# ESC sequences (a hidden hyperlink, a screen clear, a colour), an 8-bit CSI and a right-to-left override.
+HOSTILE_TEXT = "\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07 \x1b[2J\x1b[31mred\x9b0m \u202egnihton"
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_control_sequences_from_an_index_or_the_log_never_reach_the_terminal(
+        opensearch_url: str, index_name: str, query_log_index: str, tmp_path: Path) -> None:
+    corpus = _jsonl(tmp_path / "docs.jsonl", [{"id": "esc\x1b[2J1", "title": f"Calcium {HOSTILE_TEXT}",
+                                               "text": "Calcium rises in stimulated cells."}])
+    built = _run("--url", opensearch_url, "index", str(corpus), "--format", "jsonl", "--index", index_name,
+                 "--no-sentences", "--rejects", str(tmp_path / "rejects.tsv"))
+    assert built.exit_code == 0 and "1 documents indexed" in built.output, built.output
+    query = f"calcium {HOSTILE_TEXT}"
+    outputs = []
+    for args in (["query", query, "--index", index_name, "--mode", "bm25"],
+                 ["query", query, "--index", index_name, "--mode", "bm25", "--json"],
+                 ["log", "--last", "1"], ["log", "--last", "1", "--json"],
+                 ["inspect", "esc\x1b[2J1", "--index", index_name]):
+        # Wide enough that no cell is folded, so the escapes can be read back whole.
+        shown = _run("--url", opensearch_url, *args, BIORANK_QUERY_LOG_INDEX=query_log_index, COLUMNS="1000")
+        assert shown.exit_code == 0, (args, shown.output)
+        assert not RAW_CONTROL.search(shown.output), (args, shown.output)
+        outputs.append(shown.output)
+    table, _, log, _, inspected = ("".join(o.split()) for o in outputs)
+    for flat in (table, log, inspected):
+        # Shown escaped, so the operator sees what was there.
+        assert "\\x1b]8;;http://evil.example/\\x07click" in flat and "\\x9b0m" in flat and "\\u202e" in flat, flat
+    assert "esc\\x1b[2J1" in table
+    # JSON stays JSON: the same strings, read back.
+    first_json = [json.loads(next(line for line in o.splitlines() if line.startswith("{"))) for o in outputs[1:4:2]]
+    assert first_json[0]["title"] == f"Calcium {HOSTILE_TEXT}" and first_json[1]["query"] == query
+
+
+def test_ctrl_c_while_indexing_says_what_was_kept_and_that_a_rerun_resumes(
+        opensearch_url: str, opensearch: OpenSearch, index_name: str, default_encoder, tmp_path: Path) -> None:
+    import gzip
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from running import index_until
+
+    from biorank.demo import sample_path
+
+    with gzip.open(sample_path(), "rb") as f:
+        (tmp_path / "docs.jsonl").write_bytes(b"".join(next(f) for _ in range(80)))
+    command = [sys.executable, "-m", "biorank.cli", "--url", opensearch_url, "index", str(tmp_path / "docs.jsonl"),
+               "--index", index_name, "--no-sentences", "--batch-size", "8", "--model", default_encoder.source]
+    env = {**os.environ, "BIORANK_QUERY_LOG": "0"}
+    run = index_until(command, tmp_path, opensearch, index_name, 16, env=env)
+    run.send_signal(signal.SIGINT)
+    assert run.wait(120) == 130
+    said = (tmp_path / "index.log").read_text()
+    assert "Aborted!" not in said and "Traceback" not in said, said
+    assert re.search(r"interrupted after \d+ records: what was written is kept; run the same command again to "
+                     r"resume", said), said
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    opensearch.indices.refresh(index=index_name)
+    assert opensearch.count(index=index_name, body={"query": {"term": {"block": 0}}})["count"] == 80

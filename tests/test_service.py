@@ -8,40 +8,22 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
+from running import serving
 
 from biorank.cluster.local import free_port
 from biorank.pipeline import Pipeline, PipelineSettings
 from biorank.retrieval.searcher import Searcher
-from biorank.service.app import MAX_BODY_BYTES, SearchService, ServiceSettings, create_app
+from biorank.service import app as service_app
+from biorank.service.app import MAX_BODY_BYTES, SearchService, ServiceSettings
+from biorank.service.server import HeadTimeoutProtocol
 
 CLAIM = "Vitamin B12 deficiency raises homocysteine levels."
-
-
-@contextmanager
-def serving(service: SearchService) -> Iterator[str]:
-    """``service`` behind uvicorn on a free loopback port, for as long as the block runs."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 def call(url: str, body: Any = None, *, headers: dict[str, str] | None = None, raw: bytes | None = None,
@@ -61,7 +43,7 @@ def call(url: str, body: Any = None, *, headers: dict[str, str] | None = None, r
 def sample_service(opensearch: OpenSearch, sample_index: str, default_encoder) -> Iterator[tuple[str, SearchService]]:
     service = SearchService(opensearch, ServiceSettings(index=sample_index),
                             query_log_index=os.environ["BIORANK_QUERY_LOG_INDEX"],
-                            searcher=Searcher(opensearch, sample_index, encoder=default_encoder))
+                            searcher=Searcher.open(opensearch, sample_index, encoder=default_encoder))
     with serving(service) as url:
         yield url, service
 
@@ -71,7 +53,8 @@ def test_the_api_answers_as_the_pipeline_does_and_logs_the_query(opensearch, sam
     url, _ = sample_service
     status, answer = call(f"{url}/api/search", {"q": CLAIM, "k": 10})
     assert status == 200, answer
-    expected = Pipeline.build("hybrid", Searcher(opensearch, sample_index, encoder=default_encoder)).search(CLAIM, 10)
+    searcher = Searcher.open(opensearch, sample_index, encoder=default_encoder)
+    expected = Pipeline.build("hybrid", searcher).search(CLAIM, 10)
     assert [h["id"] for h in answer["hits"]] == [h.id for h in expected.hits]
     assert [h["score"] for h in answer["hits"]] == pytest.approx([h.score for h in expected.hits], abs=1e-5)
     assert answer["system"] == "hybrid" and answer["ms"]["first_stage"] > 0 and answer["ms"]["total"] > 0
@@ -131,7 +114,7 @@ def test_bad_requests_get_one_line_and_the_right_status(sample_service) -> None:
 
 def test_filters_through_the_api(opensearch, medline_index, default_encoder) -> None:
     service = SearchService(opensearch, ServiceSettings(index=medline_index, query_log=False),
-                            query_log_index="unused", searcher=Searcher(opensearch, medline_index,
+                            query_log_index="unused", searcher=Searcher.open(opensearch, medline_index,
                                                                         encoder=default_encoder))
     with serving(service) as url:
         status, answer = call(f"{url}/api/search", {"q": "visual acuity after cataract surgery", "year": "2014-2015",
@@ -159,7 +142,7 @@ def test_the_page_searches_pages_and_escapes_what_it_shows(sample_service) -> No
 
 def test_an_api_key_guards_everything_but_health(opensearch, sample_index, default_encoder) -> None:
     service = SearchService(opensearch, ServiceSettings(index=sample_index, api_key="s3cret", query_log=False),
-                            query_log_index="unused", searcher=Searcher(opensearch, sample_index,
+                            query_log_index="unused", searcher=Searcher.open(opensearch, sample_index,
                                                                         encoder=default_encoder))
     with serving(service) as url:
         assert call(f"{url}/api/search", {"q": CLAIM})[0] == 401
@@ -172,13 +155,26 @@ def test_an_api_key_guards_everything_but_health(opensearch, sample_index, defau
 
 
 def test_a_cluster_that_cannot_be_reached_is_a_503_with_one_line() -> None:
+    import logging
+
     down = OpenSearch(hosts=[f"http://127.0.0.1:{free_port()}"], max_retries=0, timeout=5)
     service = SearchService(down, ServiceSettings(index="biorank-demo", query_log=False), query_log_index="unused")
+    logged: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = logged.append  # type: ignore[method-assign]
     with serving(service) as url:
-        for status, answer in (call(f"{url}/api/health"), call(f"{url}/api/search", {"q": CLAIM})):
-            assert status == 503 and "lost the connection" in answer["error"] and "\n" not in answer["error"]
-        status, page = call(f"{url}/?q=vitamin")
-        assert status == 503 and "lost the connection" in page
+        # Added once the server has configured its loggers (which drops the handlers it finds).
+        logging.getLogger("uvicorn.error").addHandler(handler)
+        try:
+            for status, answer in (call(f"{url}/api/health"), call(f"{url}/api/search", {"q": CLAIM})):
+                assert status == 503 and "lost the connection" in answer["error"] and "\n" not in answer["error"]
+            status, page = call(f"{url}/?q=vitamin")
+            assert status == 503 and "lost the connection" in page
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(handler)
+    # Each 503 is one line in the server's log, not a traceback.
+    assert len(logged) == 3 and not any(r.exc_info for r in logged), [r.getMessage() for r in logged]
+    assert all(r.getMessage().startswith("503 ") and "\n" not in r.getMessage() for r in logged)
 
 
 @pytest.fixture()
@@ -223,7 +219,7 @@ def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(
     settings = ServiceSettings(index=medline_index, query_log=False,
                                pipeline=PipelineSettings(reranker=str(tiny_reranker), precision="fp32"))
     service = SearchService(opensearch, settings, query_log_index="unused",
-                            searcher=Searcher(opensearch, medline_index, encoder=default_encoder))
+                            searcher=Searcher.open(opensearch, medline_index, encoder=default_encoder))
 
     def hits() -> list[Any]:
         return browser.find_elements(By.CSS_SELECTOR, "li.hit")
@@ -267,3 +263,108 @@ def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(
         shot = Path(os.environ.get("BIORANK_SCREENSHOTS", tmp_path)) / "search-page.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
         assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def _raw(url: str, head: bytes, body_parts: Sequence[bytes] = (), *, wait_s: float = 30) -> bytes:
+    """What the server answers to ``head`` and then ``body_parts`` written on one connection, as they are; stops
+    sending when the server has answered or closed."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=wait_s) as conn:
+        conn.sendall(head)
+        try:
+            for part in body_parts:
+                conn.sendall(part)
+        except OSError:
+            pass  # the server refused and closed while the client still sent: its answer is read below
+        answer = b""
+        try:
+            while chunk := conn.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+    return answer
+
+
+def test_a_chunked_body_is_bounded_as_it_arrives(sample_service) -> None:
+    """No Content-Length to check: the bytes are counted as they stream, and the server stops reading at the
+    limit."""
+    url, _ = sample_service
+    head = (b"POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    padding = b" " * 8192
+    chunks = [b"%x\r\n%s\r\n" % (len(padding), padding) for _ in range(4 * MAX_BODY_BYTES // len(padding))]
+    answer = _raw(url, head, [b'1\r\n{\r\n', *chunks, b"1\r\n}\r\n0\r\n\r\n"])
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2]) == {"error": f"a request body may have {MAX_BODY_BYTES} "
+                                                                   "bytes at most"}
+    # A chunked body within the limit is read and answered as any other.
+    body = json.dumps({"q": CLAIM, "k": 2, "mode": "bm25"}).encode()
+    answer = _raw(url, head, [b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)])
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert len(json.loads(answer.partition(b"\r\n\r\n")[2].decode())["hits"]) == 2
+
+
+def test_errors_have_one_shape_and_answers_carry_the_security_headers(sample_service) -> None:
+    url, _ = sample_service
+    for path, status in (("/api/no-such-thing", 404), ("/api/search", 405)):
+        code, payload = call(f"{url}{path}")
+        assert (code, list(payload)) == (status, ["error"]), (path, payload)
+    with urllib.request.urlopen(f"{url}/?q=vitamin", timeout=60) as response:
+        headers = response.headers
+    assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert "script-src" not in headers["content-security-policy"] and "default-src 'none'" in headers[
+        "content-security-policy"] and "frame-ancestors 'none'" in headers["content-security-policy"]
+
+
+def test_a_request_that_stops_arriving_is_not_held_open(opensearch, sample_index, default_encoder,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Half a head, or a head and part of the body, then nothing: the server closes or answers 408 in its own
+    time, instead of holding the connection for ever."""
+    monkeypatch.setattr(HeadTimeoutProtocol, "head_timeout_s", 1.0)
+    monkeypatch.setattr(service_app, "BODY_TIMEOUT_S", 1.0)
+    service = SearchService(opensearch, ServiceSettings(index=sample_index, query_log=False), query_log_index="unused",
+                            searcher=Searcher.open(opensearch, sample_index, encoder=default_encoder))
+    with serving(service) as url:
+        started = time.monotonic()
+        assert _raw(url, b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Half: ", wait_s=20) == b""
+        assert time.monotonic() - started < 10
+        started = time.monotonic()
+        answer = _raw(url, b"POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: 100\r\n\r\n{\"q\": ", wait_s=20)
+        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 10, answer[:300]
+        # A kept-alive connection that starts its next request and stops is closed too.
+        started = time.monotonic()
+        answer = _raw(url, b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\nGET /api/health HTTP/1.1\r\nHo",
+                      wait_s=20)
+        assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 ") == 1, answer[:300]
+        assert time.monotonic() - started < 10
+
+
+def test_a_bm25_request_does_not_wait_behind_reranks(sample_service) -> None:
+    """Reranks hold the cross-encoder for a second or more each on a CPU; a request that needs no model goes on."""
+    url, _ = sample_service
+    rerank = {"q": CLAIM, "k": 10, "rerank": True, "snippets": True}
+    started = time.monotonic()
+    assert call(f"{url}/api/search", rerank)[0] == 200  # loads the cross-encoder, once
+    started = time.monotonic()
+    assert call(f"{url}/api/search", rerank)[0] == 200
+    one_rerank = time.monotonic() - started
+    statuses: list[int] = []
+    reranks = [threading.Thread(target=lambda: statuses.append(call(f"{url}/api/search", rerank)[0]))
+               for _ in range(3)]
+    for thread in reranks:
+        thread.start()
+    time.sleep(min(0.3, one_rerank / 4))
+    started = time.monotonic()
+    status, answer = call(f"{url}/api/search", {"q": CLAIM, "k": 10, "mode": "bm25"})
+    bm25 = time.monotonic() - started
+    still_reranking = sum(t.is_alive() for t in reranks)
+    for thread in reranks:
+        thread.join()
+    assert status == 200 and len(answer["hits"]) == 10 and statuses == [200, 200, 200]
+    # Behind one lock it waited for at least the rest of a rerank, and usually for all three.
+    assert bm25 < one_rerank / 3 and still_reranking >= 2, (bm25, one_rerank, still_reranking)

@@ -3,14 +3,13 @@ the Dashboards objects that show them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import console, plain, shorten, table
+from biorank.cli.render import console, json_text, plain, shorten, table
 from biorank.config import ConnectionSettings
 
 
@@ -30,7 +29,7 @@ def inspect_document(settings: ConnectionSettings, doc_id: str, index_name: str,
 
     document = inspect_document(options.client(settings), index_name, doc_id)
     if as_json:
-        click.echo(json.dumps(document.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(json_text(document.to_dict(), indent=2))
         return
     out = console()
     out.print(plain(f"{document.index} / {document.id}: {len(document.blocks)} block(s), {len(document.sentences)} "
@@ -66,7 +65,7 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
              f"{search.exact_limit:,}; --exact-limit changes it)")
     if as_json:
         facts_json = facts.to_dict() | {"hybrid_route": "exact" if exact else "candidate union"}
-        click.echo(json.dumps(facts_json, indent=2, ensure_ascii=False))
+        click.echo(json_text(facts_json, indent=2))
         return
     s = facts.settings
     sizes = " + ".join(f"{size / 1e6:.1f} MB ({name})" for name, size in facts.size_bytes.items())
@@ -83,6 +82,8 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
         ("hybrid", route),
         ("block budget", f"{facts.block_tokens} word pieces"),
         ("λ", f"{facts.lam:g}" + (" (tuned)" if facts.lambda_tuned else " (default; biorank tune-lambda tunes it)")),
+        *((("last file applied", f"{facts.last_file['name']} on {facts.last_file['applied']} ({facts.files_applied:,} "
+             "applied by biorank sync)"),) if facts.last_file else ()),
         *((f"tuned: {key}", shorten(value)) for key, value in flatten(facts.tuned).items()),
     ]
     console().print(table(None, ["", ""], rows, header=False))
@@ -97,13 +98,15 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
 def query_log(settings: ConnectionSettings, last: int, searched_index: str | None, as_json: bool) -> None:
     """Print the most recent query-log records, oldest first: what was asked where, how, how fast, and the
     top hits with their score parts (the log index is biorank-queries, or BIORANK_QUERY_LOG_INDEX)."""
+    from biorank.store.names import check_query_log_name
     from biorank.store.query_log import recent_queries
 
+    check_query_log_name(settings.query_log_index)  # a setting to fix: said before any cluster is reached
     records = recent_queries(options.client(settings), settings.query_log_index, last=last,
                              searched_index=searched_index)[::-1]
     if as_json:
         for record in records:
-            click.echo(json.dumps(record, ensure_ascii=False))
+            click.echo(json_text(record))
         return
     if not records:
         click.echo("the query log has no records" + (f" for {searched_index!r}" if searched_index else ""))

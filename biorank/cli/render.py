@@ -1,10 +1,13 @@
-"""How the CLI shows things: tables, hits, snippets and progress. Every value that comes from an index or a user
-is printed as plain text (a :class:`rich.text.Text`), never parsed as markup: a title with ``[/]`` or
-``[link=…]`` in it is shown as written."""
+"""How the CLI shows things: tables, hits, snippets and progress. Every value that comes from an index, a user or a
+log is printed as plain text (a :class:`rich.text.Text`), never parsed as markup: a title with ``[/]`` or
+``[link=…]`` in it is shown as written. And it is printed inert (:func:`inert`): rich passes ESC through, so a
+title, an id or a logged query could otherwise clear the screen, recolour it or plant a hidden hyperlink."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import sys
 import threading
 import time
@@ -25,9 +28,54 @@ HEARTBEAT_S = 1.0
 """How often a piped progress line checks whether it has been quiet for :data:`PLAIN_EVERY_S`."""
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What a terminal acts on instead of showing: C0 controls but tab and newline (ESC starts CSI and OSC
+sequences), DEL, C1 controls (U+009B is a one-character CSI), and the bidirectional marks, embeddings,
+overrides and isolates, which reorder what follows them on the line."""
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What ``json.dumps(..., ensure_ascii=False)`` leaves raw of :data:`_CONTROL` (it escapes C0 itself)."""
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(value: object) -> str:
+    r"""``value`` as text a terminal only shows: every control character but tab and newline, and every
+    bidirectional control, written as its escape (``\x1b``, ``\u202e``), the rest as it is.
+
+    Args:
+        value: anything from an index, a user or a log; None is the empty string.
+
+    Returns:
+        The text, safe to print.
+
+    Example:
+        >>> inert("\x1b]8;;http://x\x07click\x1b]8;;\x07")
+        '\\x1b]8;;http://x\\x07click\\x1b]8;;\\x07'
+    """
+    text = "" if value is None else str(value)
+    return _CONTROL.sub(_escaped, text)
+
+
+def json_text(value: object, **dumps: Any) -> str:
+    r"""``value`` as JSON for a terminal: non-ASCII text kept readable, and the controls JSON leaves raw (DEL, C1,
+    bidirectional) escaped as ``\uXXXX`` too, which any JSON reader reads back as the same string.
+
+    Example:
+        >>> json_text({"title": "a\u202eb"})
+        '{"title": "a\\u202eb"}'
+    """
+    text = json.dumps(value, ensure_ascii=False, **dumps)
+    # These characters are never JSON syntax, so every one is inside a string, where \uXXXX means the same.
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def echo(message: str) -> None:
-    """A message for the user beside the output: to stderr, so the output stays pipeable."""
-    click.echo(message, err=True)
+    """A message for the user beside the output: to stderr, so the output stays pipeable; inert (:func:`inert`),
+    as messages quote names and notes that come from indices."""
+    click.echo(inert(message), err=True)
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -37,10 +85,10 @@ def console(*, stderr: bool = False) -> Console:
 
 
 def plain(value: object) -> Any:
-    """``value`` as text that rich prints literally."""
+    """``value`` as text that rich prints literally (no markup) and a terminal only shows (:func:`inert`)."""
     from rich.text import Text
 
-    return Text("" if value is None else str(value))
+    return Text(inert(value))
 
 
 def shorten(value: object, limit: int = 200) -> str:
@@ -81,18 +129,33 @@ def print_snippets(answer: Answer, per_hit: int = 3) -> None:
         best = answer.snippets_of(hit.id, per_hit)
         if not best:
             continue
-        out.print(Text(f"#{hit.rank} {hit.id}  {hit.title}", style="bold", overflow="fold"))
+        out.print(Text(inert(f"#{hit.rank} {hit.id}  {hit.title}"), style="bold", overflow="fold"))
         for s in best:
-            sentence = Text(s.text)
-            for begin, end in s.matches:
-                sentence.stylize("bold yellow", begin, end)
-            out.print(Text(f"  {s.score:.3f}  {s.section} {s.begin}-{s.end}  ", style="dim") + sentence)
+            out.print(Text(f"  {s.score:.3f}  {s.section} {s.begin}-{s.end}  ", style="dim") +
+                      _highlighted(s.text, s.matches))
+
+
+def _highlighted(text: str, matches: Sequence[tuple[int, int]]) -> Any:
+    """``text`` inert with ``matches`` (offsets into the raw text) in bold: each piece is escaped on its own, as
+    an escape is longer than the character it stands for and would shift every later offset."""
+    from rich.text import Text
+
+    out, done = Text(), 0
+    for begin, end in sorted(matches):
+        if begin < done:
+            continue
+        out.append(inert(text[done:begin]))
+        out.append(inert(text[begin:end]), style="bold yellow")
+        done = end
+    out.append(inert(text[done:]))
+    return out
 
 
 def explanation_text(node: dict | None, depth: int = 0) -> str:
     if not node:
         return "(no explanation returned)"
-    lines = [f"{'  ' * depth}{node.get('value', 0):.4f}  {node.get('description', '')}"]
+    # A description quotes the query's terms and field names.
+    lines = [f"{'  ' * depth}{node.get('value', 0):.4f}  {inert(node.get('description', ''))}"]
     lines += [explanation_text(child, depth + 1) for child in node.get("details", [])]
     return "\n".join(lines)
 

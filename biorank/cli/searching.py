@@ -9,7 +9,16 @@ import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import console, echo, explanation_text, hits_table, print_snippets, record_progress
+from biorank.cli.render import (
+    console,
+    echo,
+    explanation_text,
+    hits_table,
+    inert,
+    json_text,
+    print_snippets,
+    record_progress,
+)
 from biorank.config import ConnectionSettings
 
 if TYPE_CHECKING:
@@ -40,7 +49,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
     echo(f"{DEMO_INDEX}: {SAMPLE_SIZE} SciFact abstracts ready ({report.indexed} indexed now, "
          f"{report.unchanged} already in)")
     system = "hybrid" + ("+rerank" if rerank else "") + ("+snippets" if snippets else "")
-    pipeline = Pipeline.build(system, Searcher(client, DEMO_INDEX, encoder=encoder), highlight=True)
+    pipeline = Pipeline.build(system, Searcher.open(client, DEMO_INDEX, encoder=encoder), highlight=True)
     answer = pipeline.search(query or DEMO_QUERY, k, log=options.query_log(settings, client, "demo", no_log))
     console().print(hits_table(answer.hits, f"{system} top {k} (λ = {pipeline.searcher.lam:g}) for: {answer.query}"))
     if answer.snippets is not None:
@@ -101,9 +110,9 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     answer = pipeline.search(text, k, log=options.query_log(settings, searcher.client, "query", no_log))
     if as_json:
         for line in answer.to_dicts():
-            click.echo(json.dumps(line, ensure_ascii=False))
+            click.echo(json_text(line))
     else:
-        parts = [f"λ = {pipeline.searcher.lam:g}"] if "hybrid" in mode else []
+        parts = [f"λ = {pipeline.searcher.lam:g}"] if pipeline.searcher.settings.mode_class.weighs_lambda else []
         if searcher.needs_encoder:
             parts.append(f"encoder {searcher.record.model}")
         if filters:
@@ -114,7 +123,7 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
             print_snippets(answer)
     if explain:
         for hit in answer.hits:
-            click.echo(f"\n#{hit.rank} {hit.id}\n{explanation_text(hit.explanation)}")
+            click.echo(f"\n#{hit.rank} {inert(hit.id)}\n{explanation_text(hit.explanation)}")
 
 
 @cli.command()

@@ -45,7 +45,12 @@ def serve(settings: ConnectionSettings, index_name: str, host: str, port: int, a
     import uvicorn
 
     from biorank.service.app import SearchService, ServiceSettings, create_app
+    from biorank.service.server import server_config
 
+    source = click.get_current_context().get_parameter_source("api_key")
+    if api_key and source == click.core.ParameterSource.COMMANDLINE:
+        echo("warning: --api-key on the command line is visible to every user of this machine (ps, the shell "
+             "history); set BIORANK_API_KEY instead")
     if not _loopback(host) and not api_key:
         echo(f"warning: serving on {host} without --api-key: anyone who can reach this address can search "
              f"{index_name}")
@@ -54,10 +59,10 @@ def serve(settings: ConnectionSettings, index_name: str, host: str, port: int, a
                              pipeline=options.pipeline_settings(**rerank_options),
                              query_log=settings.query_log and not no_log)
     service = SearchService(searcher.client, served, query_log_index=settings.query_log_index, searcher=searcher)
-    service.searcher  # noqa: B018 - the encoder loads before the first request, not during it
+    service.load()  # the encoder loads before the first request, not during it
     shown = f"[{host}]" if ":" in host else host
     echo(f"serving {index_name} at http://{shown}:{port}/ (API at /api/search, described at /docs); Ctrl-C stops")
-    uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+    uvicorn.Server(server_config(create_app(service), host, port, log_level="warning")).run()
 
 
 def _loopback(host: str) -> bool:

@@ -1,17 +1,25 @@
 """The search service: a search page and a JSON API over one index, through the CLI's pipeline.
 
 The encoder (and the cross-encoder, once a request asks for it) is loaded once and kept; each request builds
-the cheap pipeline of its mode, switches and filters around them. Requests go through the models one at a
-time: on a CPU of a few cores, running two queries' encoders at once only makes both slower.
+the cheap pipeline of its mode, switches and filters around them. Requests go through each model one at a
+time (on a CPU of a few cores, running two queries' encoders at once only makes both slower), but each model
+has its own turn: a BM25 request needs none and never waits, and a first-stage request does not wait behind
+reranks (seconds each on a CPU).
 
 Safe by default: read-only (no endpoint writes anything but the query log), bounded (query length, k, page,
-body size), user text reaches OpenSearch only as match text, script params and filter terms; a down cluster
-is a 503 with one line; an API key, when set, guards everything but ``/api/health``.
+the body's bytes however it arrives, chunked too, and the time a request may take to arrive:
+:mod:`biorank.service.server`), user text reaches OpenSearch only as match text, script params and filter
+terms; every error is ``{"error": "one line"}`` (the page shows the same line); a down cluster is a 503, logged
+in one line; an API key, when set, guards everything but ``/api/health``; the page is sent with a content
+security policy that allows no script, no framing and no referrer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -24,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field, model_validator
+from starlette.exceptions import HTTPException
 
 from biorank.config import biorank_version
 from biorank.errors import BiorankError
@@ -41,6 +50,18 @@ if TYPE_CHECKING:
 MAX_DEPTH = 100
 """Hits per query at most (page times k): deeper pages cost the reranker and the snippets more than they help."""
 MAX_BODY_BYTES = 64 * 1024
+BODY_TIMEOUT_S = 10.0
+"""How long a request's body may take to arrive, all of it: a client that sends a byte now and then must not
+hold a worker (and the body in memory) for ever."""
+SECURITY_HEADERS = {"x-content-type-options": "nosniff", "x-frame-options": "DENY", "referrer-policy": "no-referrer"}
+"""On every answer. No referrer also keeps a ``?key=`` in the page's address out of the sites its links lead to."""
+PAGE_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+               "base-uri 'none'; frame-ancestors 'none'")
+"""The page's content security policy: its one inline style sheet, no script at all, forms only to itself."""
+DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc")
+"""FastAPI's API browsers load their scripts from a CDN: they keep the other headers but not the page's policy."""
+LOG = logging.getLogger("uvicorn.error")
+"""The server's own log (uvicorn configures it): a 503 is one line there, beside uvicorn's."""
 METADATA = ("journal", "year", "mesh")
 PIPELINES_KEPT = 32
 PMID = re.compile(r"^\d{1,9}$")
@@ -98,29 +119,40 @@ class SearchService:
                  searcher: Searcher | None = None) -> None:
         self.client = client
         self.settings = settings
-        self.log = QueryLog(client, query_log_index, command="serve", enabled=settings.query_log)
-        self._lock = threading.Lock()
+        self.log = _SharedLog(QueryLog(client, query_log_index, command="serve", enabled=settings.query_log))
+        self._pipelines_lock = threading.Lock()
+        # One turn per model, not one for everything: requests that need another model, or none, go on meanwhile.
+        self._encoder_turn = threading.Lock()
+        self._rerank_turn = threading.Lock()
         self._searcher = searcher
         self._cross_encoder: Any = None
         self._pipelines: OrderedDict[tuple, Pipeline] = OrderedDict()
 
-    @property
-    def searcher(self) -> Searcher:
-        """The index's searcher with its encoder loaded; made at the first request that reaches the cluster, so a
-        server started while the cluster is down answers 503 until it is up."""
+    def load(self) -> Searcher:
+        """Opens the index's searcher and loads its encoder, once: ``biorank serve`` calls it before the first
+        request, so that no query's time includes a load; otherwise the first request that reaches the cluster
+        does, so a server started while the cluster is down answers 503 until it is up.
+
+        Returns:
+            The searcher every request's pipeline is built around.
+
+        Example:
+            >>> SearchService(client, ServiceSettings(index="scifact"), query_log_index="q").load()  # doctest: +SKIP
+        """
         if self._searcher is None:
-            self._searcher = Searcher(self.client, self.settings.index,
-                                      SearchSettings(precision=self.settings.precision))
-        self._searcher.encoder  # noqa: B018 - loaded once, never inside a query's time
+            self._searcher = Searcher.open(self.client, self.settings.index,
+                                           SearchSettings(precision=self.settings.precision))
+        self._searcher.load()
         return self._searcher
 
     def search(self, request: SearchRequest) -> dict[str, Any]:
         filters = request.filters
         depth = request.page * request.k
-        with self._lock:
+        with self._pipelines_lock:
             pipeline = self._pipeline(request.mode, request.rerank, request.snippets, filters)
-            answer = pipeline.search(request.q, depth, log=self.log)
-            self.log.flush()
+        with self._turn(pipeline):
+            answer = pipeline.search(request.q, depth, log=self.log)  # type: ignore[arg-type]
+        self.log.flush()
         hits = answer.to_dicts()[depth - request.k:]
         metadata = first_blocks(self.client, self.settings.index, [h["id"] for h in hits], METADATA)
         for hit in hits:
@@ -147,11 +179,21 @@ class SearchService:
     def close(self) -> None:
         self.log.close()
 
+    def _turn(self, pipeline: Pipeline) -> Any:
+        """The lock of the slowest model ``pipeline`` runs: the cross-encoder's for a rerank or snippets (their
+        first stage may encode the query beside a first-stage request: ONNX Runtime sessions run concurrently),
+        the encoder's for dense and hybrid, none for BM25."""
+        if pipeline.reranker is not None or pipeline.snippets is not None:
+            return self._rerank_turn
+        if pipeline.searcher.needs_encoder:
+            return self._encoder_turn
+        return contextlib.nullcontext()
+
     def _pipeline(self, mode: str, rerank: bool, snippets: bool, filters: Filters) -> Pipeline:
         key = (mode, rerank, snippets, filters)
         pipeline = self._pipelines.get(key)
         if pipeline is None:
-            base = self.searcher
+            base = self.load()
             settings = replace(self.settings.pipeline, search=replace(base.settings, mode=mode, filters=filters),
                                rerank=rerank, snippets="tuned" if snippets else None, highlight=True)
             # The cross-encoder is loaded by the first pipeline that reranks and shared by every later one.
@@ -164,9 +206,43 @@ class SearchService:
         return pipeline
 
 
+class _SharedLog:
+    """The service's query log for requests on several threads at once: :class:`QueryLog` buffers without a lock."""
+
+    def __init__(self, log: QueryLog) -> None:
+        self._log = log
+        self._lock = threading.Lock()
+
+    def add(self, **record: Any) -> None:
+        with self._lock:
+            self._log.add(**record)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._log.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._log.close()
+
+
 def create_app(service: SearchService) -> FastAPI:
     """The ASGI application of ``service``: ``/`` (the page), ``/api/search``, ``/api/documents/{id}``,
-    ``/api/health``, and the OpenAPI description at ``/openapi.json`` (browsable at ``/docs``)."""
+    ``/api/health``, and the OpenAPI description at ``/openapi.json`` (browsable at ``/docs``).
+
+    Args:
+        service: the models, client and query log to answer with.
+
+    Returns:
+        The application, its bodies bounded however they arrive (:class:`BoundedBody`); serve it with
+        :func:`biorank.service.server.serve`, which bounds the time a request's head may take too.
+
+    Example:
+        >>> service = SearchService(client, ServiceSettings(index="scifact"),  # doctest: +SKIP
+        ...                         query_log_index="biorank-queries")
+        >>> app = create_app(service)  # doctest: +SKIP
+    """
+    from opensearchpy.exceptions import ConnectionError, TransportError
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -180,32 +256,44 @@ def create_app(service: SearchService) -> FastAPI:
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
         try:
-            _check_size(request)
             _check_key(request, service.settings.api_key)
         except ServiceError as e:
-            return _error(request, e.status, str(e))
-        return await call_next(request)
+            response = _error(request, e.status, str(e))
+        else:
+            response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        if request.url.path not in DOCS_PATHS:
+            response.headers["content-security-policy"] = PAGE_POLICY
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> Response:
         return _error(request, 422, _first_problem(error))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        # Starlette's own refusals (an unknown path, a method not allowed) in the one shape, not {"detail": ...}.
+        return _error(request, error.status_code, str(error.detail))
 
     @app.exception_handler(BiorankError)
     async def refused(request: Request, error: BiorankError) -> Response:
         status = error.status if isinstance(error, ServiceError) else 404 if isinstance(error, NotFound) else 400
         return _error(request, status, str(error))
 
-    @app.exception_handler(Exception)
-    async def failed(request: Request, error: Exception) -> Response:
-        # opensearch-py's errors: a cluster that cannot be reached is the service being unavailable (503); any
-        # other answer of the cluster is a bad gateway (502). Anything else is a bug and shows as one.
-        from opensearchpy.exceptions import ConnectionError, TransportError
+    # Handlers of these classes answer, where one of Exception would answer and raise again for the server to log
+    # a traceback: a cluster that cannot be reached is the service being unavailable (503), any other answer of
+    # the cluster a bad gateway (502), each one line in the server's log. Anything else is a bug and shows as one.
+    @app.exception_handler(ConnectionError)
+    async def unavailable(request: Request, error: ConnectionError) -> Response:
+        message = describe(error) or "OpenSearch cannot be reached"
+        LOG.warning("503 %s %s: %s", request.method, request.url.path, message)
+        return _error(request, 503, message)
 
-        if isinstance(error, ConnectionError):
-            return _error(request, 503, describe(error) or "OpenSearch cannot be reached")
-        if isinstance(error, TransportError):
-            return _error(request, 502, describe(error) or str(error))
-        raise error
+    @app.exception_handler(TransportError)
+    async def bad_gateway(request: Request, error: TransportError) -> Response:
+        message = describe(error) or str(error)
+        LOG.warning("502 %s %s: %s", request.method, request.url.path, message)
+        return _error(request, 502, message)
 
     @app.post("/api/search", summary="Search the index")
     def api_search(request: SearchRequest) -> dict[str, Any]:
@@ -239,13 +327,77 @@ def create_app(service: SearchService) -> FastAPI:
         return HTMLResponse(render_page(form, result, error, index=service.settings.index, modes=MODES,
                                         key=params.get("key")), status_code=status)
 
+    app.add_middleware(BoundedBody)
     return app
 
 
-def _check_size(request: Request) -> None:
-    length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-        raise ServiceError(413, f"a request body may have {MAX_BODY_BYTES} bytes at most")
+class BoundedBody:
+    """ASGI middleware: a request's body is read here first, counting its bytes as they arrive, and the request
+    goes on only if it is complete within :data:`MAX_BODY_BYTES` and :data:`BODY_TIMEOUT_S`; else 413 or 408.
+
+    ``Content-Length`` alone bounds nothing: a chunked body (``Transfer-Encoding: chunked``) has none, and was
+    read whole, however large. Bodies here are a search's few hundred bytes, so holding one is cheap.
+
+    Args:
+        app: the ASGI application behind it.
+        limit: bytes a body may have (default :data:`MAX_BODY_BYTES`).
+        timeout: seconds the whole body may take to arrive (default :data:`BODY_TIMEOUT_S`).
+    """
+
+    def __init__(self, app: Any, limit: int | None = None, timeout: float | None = None) -> None:
+        self.app = app
+        self.limit = MAX_BODY_BYTES if limit is None else limit
+        self.timeout = BODY_TIMEOUT_S if timeout is None else timeout
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await _refuse(send, path, 413, f"a request body may have {self.limit} bytes at most")
+            return
+        body, more = bytearray(), True
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        while more:
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                message = await asyncio.wait_for(receive(), max(left, 0))
+            except TimeoutError:
+                await _refuse(send, path, 408, f"the request body did not arrive within {self.timeout:g} s")
+                return
+            if message["type"] == "http.disconnect":
+                return  # the client is gone; there is no one to answer
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                await _refuse(send, path, 413, f"a request body may have {self.limit} bytes at most")
+                return
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # after the body: a disconnect, when it comes
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _refuse(send: Any, path: str, status: int, message: str) -> None:
+    """An error answered before the application saw the request, in the one shape, and the connection closed
+    (the rest of the body is not read)."""
+    if path.startswith("/api/") or path.startswith("/openapi"):
+        body, kind = JSONResponse({"error": message}).body, b"application/json"
+    else:
+        body, kind = render_page({}, None, message).encode(), b"text/html; charset=utf-8"
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
+               *((name.encode(), value.encode()) for name, value in SECURITY_HEADERS.items()),
+               (b"content-security-policy", PAGE_POLICY.encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _check_key(request: Request, api_key: str | None) -> None:
@@ -270,4 +422,3 @@ def _first_problem(error: Exception) -> str:
         where = ".".join(str(p) for p in first.get("loc", ()))
         return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
     return str(error)
-

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biorank.store.names import SENTENCES_SUFFIX, check_index_name
+from biorank.store.names import SENTENCES_SUFFIX, check_index_name, plain_name
 from biorank.store.record import IndexMismatch, IndexRecord, read_record
 
 if TYPE_CHECKING:
@@ -67,8 +67,21 @@ def list_indices(client: OpenSearch) -> list[IndexInfo]:
 
 
 def owned_indices(client: OpenSearch, name: str) -> list[str]:
-    """The indices that deleting documents index ``name`` removes: ``name`` itself and the sentences index its
-    record names, if they exist. An index biorank did not build as a documents index is refused."""
+    """The indices that deleting documents index ``name`` removes: ``name`` itself and its sentences index, if they
+    exist. An index biorank did not build as a documents index is refused.
+
+    Args:
+        client: the cluster.
+        name: one exact documents index name (:func:`check_index_name`).
+
+    Returns:
+        ``[name]``, or ``[name, name + "-sentences"]`` when that sentences index is genuinely ``name``'s
+        (:func:`foreign_sentences` says why another one is left alone); ``[]`` when ``name`` does not exist.
+
+    Example:
+        >>> owned_indices(client, "scifact")  # doctest: +SKIP
+        ['scifact', 'scifact-sentences']
+    """
     check_index_name(name)
     if not client.indices.exists(index=name):
         return []
@@ -77,15 +90,81 @@ def owned_indices(client: OpenSearch, name: str) -> list[str]:
         raise IndexMismatch(f"{name!r} is a biorank {record.kind} index, not a documents index; biorank deletes a "
                             "documents index together with its sentences")
     sentences = record.sentences_index
-    return [name, *([sentences] if sentences and client.indices.exists(index=sentences) else [])]
+    if not sentences or _disowned(client, name, sentences) is not None:
+        return [name]
+    return [name, sentences]
+
+
+def foreign_sentences(client: OpenSearch, name: str) -> str | None:
+    """Why the sentences index that documents index ``name``'s record names is not deleted with it, in one line;
+    None when it is (or the record names none, or it does not exist).
+
+    A record is only data, copied by ``_clone``, a snapshot restore or a hand-made mapping: deleting whatever it
+    names would let a copy of ``scifact`` take ``scifact-sentences`` with it, or a record naming ``*`` or another
+    documents index delete those. So a sentences index goes with ``name`` only where both sides agree: its name is
+    the one biorank derives from ``name`` and its own record says it holds ``name``'s sentences.
+
+    Args:
+        client: the cluster.
+        name: an existing biorank documents index.
+
+    Returns:
+        The one-line reason, naming the mismatch, or None.
+
+    Example:
+        >>> foreign_sentences(client, "scifact-copy")  # doctest: +SKIP
+        "'scifact-copy' names 'scifact-sentences' as its sentences index, not 'scifact-copy-sentences' ..."
+    """
+    check_index_name(name)
+    if not client.indices.exists(index=name):
+        return None
+    sentences = read_record(client, name).sentences_index
+    return _disowned(client, name, sentences) if sentences else None
+
+
+def _disowned(client: OpenSearch, name: str, sentences: str) -> str | None:
+    """None if ``sentences`` exists and belongs to ``name`` (exact derived name, record pointing back); else why not
+    (and None where it does not exist: there is nothing to delete or to leave alone)."""
+    expected = sentences_index_name(name)
+    left = "; it is left alone (delete it by itself if it is yours)"
+    if sentences != expected:
+        # Compared before the name reaches the cluster: a pattern or a list is never sent, and a plain name only
+        # to say nothing where there is nothing (the original of a copy, deleted since).
+        if plain_name(sentences) and not client.indices.exists(index=sentences):
+            return None
+        return (f"{name!r} names {sentences[:100]!r} as its sentences index, not {expected!r} (a copy of another "
+                f"index, or a record edited by hand){left}")
+    if not client.indices.exists(index=sentences):
+        return None
+    try:
+        record = read_record(client, sentences)
+    except IndexMismatch:
+        return f"{sentences!r} was not created by biorank, so it is not {name!r}'s sentences index{left}"
+    if record.kind != "sentences" or record.documents_index != name:
+        holder = f"a {record.kind} index" if record.kind != "sentences" else \
+            f"the sentences of {record.documents_index!r}"
+        return f"{sentences!r} holds {holder} by its own record, not those of {name!r}{left}"
+    return None
 
 
 def delete_indices(client: OpenSearch, name: str) -> list[str]:
-    """Delete the documents index ``name`` and its sentences index (:func:`owned_indices`); what was deleted."""
+    """Delete the documents index ``name`` and its sentences index (:func:`owned_indices`); what was deleted.
+
+    Args:
+        client: the cluster.
+        name: one exact documents index name.
+
+    Returns:
+        The names deleted, the documents index first.
+
+    Example:
+        >>> delete_indices(client, "scifact")  # doctest: +SKIP
+        ['scifact', 'scifact-sentences']
+    """
     owned = owned_indices(client, name)
     for index in owned:
-        # One exact name a request, so nothing but these can ever match.
-        client.indices.delete(index=index)
+        # One exact name a request, never expanded, so nothing but these can ever match.
+        client.indices.delete(index=index, expand_wildcards="none")
     return owned
 
 

@@ -21,6 +21,38 @@ class IndexNameError(BiorankError):
     """A name that is not one exact index name biorank may use for documents."""
 
 
+def plain_name(name: str) -> bool:
+    """Whether ``name`` can only ever name one index: no pattern, list, ``_all`` or system-index dot, at most
+    :data:`MAX_NAME_BYTES` — what OpenSearch takes literally in every index API.
+
+    Example:
+        >>> plain_name("biorank-queries"), plain_name("*"), plain_name("a,b")
+        (True, False, False)
+    """
+    return bool(name) and bool(_NAME.fullmatch(name)) and name not in (".", "..") and \
+        len(name.encode()) <= MAX_NAME_BYTES
+
+
+def check_query_log_name(name: str) -> str:
+    """``name`` if it can be the query log's index (BIORANK_QUERY_LOG_INDEX); otherwise a one-line reason.
+
+    The log is refreshed, searched and written by name, so a pattern there would make ``biorank log`` refresh
+    and read every index it matches.
+
+    Example:
+        >>> check_query_log_name("biorank-queries")
+        'biorank-queries'
+    """
+    if not plain_name(name):
+        raise IndexNameError(
+            f"query log index {name[:100]!r} (BIORANK_QUERY_LOG_INDEX) is not one index name: use lower-case "
+            "letters, digits, '.', '_', '-' or '+', not starting with '_', '-' or '+', no wildcards or lists")
+    if name.endswith(SENTENCES_SUFFIX):
+        raise IndexNameError(f"query log index {name!r} (BIORANK_QUERY_LOG_INDEX) is a sentences index name; "
+                             "choose another")
+    return name
+
+
 def check_index_name(name: str) -> str:
     """``name`` if it is one plain documents index name; otherwise a one-line reason and what to use instead.
 

@@ -17,7 +17,7 @@ import json
 import math
 import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,8 @@ from biorank.config import QUERY_LOG_INDEX, biorank_version
 from biorank.errors import BiorankError
 from biorank.store.failures import reason
 from biorank.store.mappings.query_log import query_log_index_body
+from biorank.store.names import IndexNameError, check_query_log_name
+from biorank.types import Echo
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -37,8 +39,6 @@ multiple of the pipeline's 32-query batches."""
 TOP_HITS = 10
 """Hits kept per record: what a user looks at, whatever depth a run file needs."""
 WRITE_TIMEOUT_S = 10.0
-
-Warn = Callable[[str], None]
 
 
 class QueryLogError(BiorankError):
@@ -72,16 +72,24 @@ class QueryLog:
 
     def __init__(self, client: OpenSearch | None, index: str = QUERY_LOG_INDEX, *, command: str,
                  enabled: bool = True, flush_every: int = FLUSH_EVERY,
-                 warn: Warn | None = None) -> None:
+                 warn: Echo | None = None) -> None:
         self.client = client
-        self.index = index
         self.command = command
         self.enabled = enabled and client is not None
+        self.index = index
         self.flush_every = max(1, flush_every)
         self.run = uuid.uuid4().hex[:12]
         self.written = 0
         self.failure: str | None = None
         self._warn = warn or _stderr
+        if self.enabled:
+            try:
+                check_query_log_name(index)
+            except IndexNameError as e:
+                # A pattern or a list (BIORANK_QUERY_LOG_INDEX) is refused before anything reaches the cluster,
+                # said once, and costs no query its answer: the log is off for this command.
+                self.failure, self.enabled = str(e), False
+                self._warn(f"warning: {e}; the queries are answered and not logged")
         self._buffer: list[dict] = []
         self._ready = False
         self._writer: ThreadPoolExecutor | None = None
@@ -192,6 +200,9 @@ def recent_queries(client: OpenSearch, index: str = QUERY_LOG_INDEX, *, last: in
                    searched_index: str | None = None) -> list[dict]:
     """The ``last`` records, newest first; ``searched_index`` keeps those of one documents index."""
     from opensearchpy.exceptions import AuthorizationException, NotFoundError
+
+    # Refreshed and searched by name: a pattern would refresh and read every index it matches.
+    check_query_log_name(index)
 
     try:
         # A record is searchable only after a refresh: the one written a moment ago should be listed. A
