@@ -16,6 +16,8 @@ Advance = Callable[[int], None]
 """Progress of one piece of work: called with how many more items (records, queries) are done."""
 StageProgress = Callable[[str, int, int], None]
 """Progress of work in named stages: called with (stage, done, total)."""
+Echo = Callable[[str], None]
+"""Tells the user one line (a note, a warning): ``print`` to stderr in the CLI, a logger or nothing elsewhere."""
 
 def stage_counter(progress: StageProgress | None, stage: str, total: int) -> Advance:
     """An advance-by-n callback that reports one stage of a (stage, done, total) progress function."""
@@ -67,6 +69,16 @@ class Rejected:
         where = f"{self.source}:{self.line}"
         who = f" id={self.id}" if self.id else ""
         return f"{where}{who}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """A record the source withdraws: a PMID in a PubMed update file's ``<DeleteCitation>``. The indexer removes
+    that document (its blocks and sentences) from the index; a reader never yields it for other formats."""
+
+    source: str
+    line: int
+    id: str
 
 
 @dataclass(frozen=True, slots=True)

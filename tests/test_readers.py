@@ -15,7 +15,7 @@ import pytest
 
 from biorank.indexer.indexer import estimate_records
 from biorank.indexer.readers import FORMATS, ReaderError, detect_format, read_records
-from biorank.types import Abstract, Rejected
+from biorank.types import Abstract, Deletion, Rejected
 
 BIOASQ_CONCLUSIONS = (
     "CONCLUSIONS: Single-dose baloxavir was without evident safety concerns, was superior to placebo in "
@@ -29,6 +29,11 @@ def split(records: Iterable[Abstract | Rejected]) -> tuple[list[Abstract], list[
     abstracts = [r for r in records if isinstance(r, Abstract)]
     rejected = [r for r in records if isinstance(r, Rejected)]
     return abstracts, rejected
+
+
+def deletions(records: Iterable[Abstract | Rejected | Deletion]) -> list[tuple[int, str]]:
+    """(line, PMID) of every DeleteCitation PMID: withdrawals for the indexer, neither abstracts nor rejects."""
+    return [(r.line, r.id) for r in records if isinstance(r, Deletion)]
 
 
 @pytest.fixture(scope="module")
@@ -422,7 +427,7 @@ def test_pubmed_plain_and_gzip_read_the_same(shared_data: Path, medline16: Path,
 def test_medline16_counts(medline16_records: tuple[list[Abstract], list[Rejected]]) -> None:
     abstracts, rejected = medline16_records
     assert len(abstracts) == 604
-    assert [(r.line, r.id, r.reason) for r in rejected] == [(89981, "26432306", "deleted citation")]
+    assert rejected == []
     assert len({a.id for a in abstracts}) == 604
     assert sum(a.abstract == "" for a in abstracts) == 78
     assert all(a.title and a.journal and a.year for a in abstracts)
@@ -434,6 +439,10 @@ def test_medline16_counts(medline16_records: tuple[list[Abstract], list[Rejected
         2007,
         "Restorative neurology and neuroscience",
     )
+
+
+def test_medline16_delete_citation_is_a_deletion(medline16: Path) -> None:
+    assert deletions(read_records(medline16)) == [(89981, "26432306")]
 
 
 def test_medline16_year_from_medline_date(medline16_records: tuple[list[Abstract], list[Rejected]]) -> None:
@@ -516,8 +525,8 @@ def test_unusable_citation_is_rejected_and_its_neighbours_kept(
     abstracts, rejected = split(read_records(edited))
     assert [(r.line, r.id, r.reason) for r in rejected] == [
         (head.count("\n") + 1, "19602546" if has_id else None, reason),
-        (text[: text.index("<DeleteCitation>")].count("\n") + 2, "26432306", "deleted citation"),
     ]
+    assert deletions(read_records(edited)) == [(text[: text.index("<DeleteCitation>")].count("\n") + 2, "26432306")]
     assert len(abstracts) == 603
 
 
@@ -595,4 +604,42 @@ def test_malformed_citations_are_skipped_one_by_one_and_reading_goes_on(
     malformed = [r for r in rejected if r.reason.startswith("malformed XML")]
     assert [r.line for r in malformed] == damaged_lines
     assert all("the citation there was skipped and reading went on at line" in r.reason for r in malformed)
-    assert [r.reason for r in rejected if r not in malformed] == ["deleted citation"]
+    assert [r.reason for r in rejected if r not in malformed] == []
+
+
+@pytest.mark.parametrize(("citations", "cut"), [(2, 10), (5, 4), (5, 40), (40, 300)])
+def test_a_truncated_xml_gz_of_any_size_keeps_every_complete_citation(
+    medline16: Path, medline16_records: tuple[list[Abstract], list[Rejected]], tmp_path: Path, citations: int,
+    cut: int,
+) -> None:
+    """A gzip cut short, smaller than one read of the parser (32 KB) or larger: every citation that decompresses
+    whole is read, and the break is one reject."""
+    import zlib
+
+    head, _ = _medline16_prefix(medline16, citations)
+    whole = gzip.compress((head + "</MedlineCitationSet>\n").encode())
+    truncated = tmp_path / "truncated.xml.gz"
+    truncated.write_bytes(whole[: len(whole) - cut])
+    readable = zlib.decompressobj(31).decompress(truncated.read_bytes()).count(b"</MedlineCitation>")
+    abstracts, rejected = split(read_records(truncated))
+    assert readable >= citations - 1
+    assert [a.id for a in abstracts] == [a.id for a in medline16_records[0][:readable]]
+    assert [r.reason.split(":")[0] for r in rejected] == ["file unreadable after this record, the rest was skipped"]
+
+
+def test_a_text_node_over_10_mb_on_a_one_line_file_loses_only_its_citation(
+    medline16: Path, medline16_records: tuple[list[Abstract], list[Rejected]], tmp_path: Path
+) -> None:
+    """Minified XML (one line): the resync must not pad the line back to the damaged spot, which is the same
+    oversized text node again."""
+    head, _ = _medline16_prefix(medline16, 8)
+    one_line = re.sub(r"\n\s*", " ", head) + "</MedlineCitationSet>"
+    damaged = [m.start() for m in re.finditer(r"<MedlineCitation ", one_line)][3]
+    title = one_line.index("<ArticleTitle>", damaged) + len("<ArticleTitle>")
+    path = tmp_path / "one-line.xml"
+    path.write_text(one_line[:title] + "x" * 11_000_000 + one_line[title:])
+    abstracts, rejected = split(read_records(path))
+    expected = [a.id for i, a in enumerate(medline16_records[0][:8]) if i != 3]
+    assert [a.id for a in abstracts] == expected
+    assert len(rejected) == 1 and rejected[0].reason.startswith(
+        "malformed XML, the citation there was skipped and reading went on at line 1"), rejected

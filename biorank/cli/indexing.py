@@ -54,8 +54,9 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     Each document gets BM25 fields and one vector per block of at most 300 word pieces (254 with a 256-piece
     encoder such as all-MiniLM-L6-v2); each sentence of its title and abstract gets its own entry in
     NAME-sentences with BioASQ character offsets. Unusable records are listed in the rejects file and the
-    rest goes in. Run the same command again to resume an interrupted run: what is already in is skipped,
-    nothing is duplicated.
+    rest goes in; the PMIDs of a PubMed update file's DeleteCitation are removed. Run the same command again to
+    resume an interrupted run: what is already in is skipped, nothing is duplicated. To keep a PubMed index
+    current with NLM's baseline and update files, each applied once and in order, use `biorank sync`.
 
     \b
     Examples:
@@ -72,22 +73,121 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
         max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
     encoder = _load_encoder(model, precision, query_prefix, passage_prefix)
-    with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
-        report = Indexer(client, index_options, encoder=encoder).run(paths, progress=advance)
-    click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
-               f"sentences) in {report.seconds:.1f} s, {report.docs_per_second:.1f} docs/s; {report.unchanged} "
-               f"already in and unchanged; {report.replaced} replaced an earlier version")
-    if report.rejected:
-        reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
-        click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+    done = [0]
+    try:
+        with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
+
+            def counted(records: int) -> None:
+                done[0] += records
+                advance(records)
+
+            report = Indexer(client, index_options, encoder=encoder).run(paths, progress=counted)
+    except KeyboardInterrupt:
+        # Not click's bare "Aborted!": the user should know that nothing is lost and how to go on.
+        echo(f"\ninterrupted after {done[0]} records: what was written is kept; run the same command again to "
+             "resume (what is in is skipped, nothing is duplicated)")
+        raise SystemExit(130) from None
+    _summarise(index_name, report)
     if not report.read:
         raise click.ClickException(f"no records in {', '.join(paths)}: nothing was indexed")
-    if not report.indexed + report.unchanged + report.failed:
+    if not report.indexed + report.unchanged + report.failed + report.deleted + report.absent:
         raise click.ClickException(f"none of the {report.read} records could be used (see {report.rejects_file}); "
                                    "is --format right?")
     if report.failed:
         raise click.ClickException(f"{report.failed} documents were refused by the cluster (see "
                                    f"{report.rejects_file}); run the same command again to retry them")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@options.index_option()
+@click.option("--model", default=None,
+              help=f"Encoder of a new index (see `biorank index --help`) [default: the index's own, else "
+                   f"{DEFAULT_MODEL}].")
+@options.precision_option
+@click.option("--no-sentences", is_flag=True,
+              help="Build a new index without the sentences index; an existing index keeps what it was built with.")
+@click.option("--allow-out-of-order", is_flag=True,
+              help="Apply a file numbered before the last one applied (it may bring back older versions).")
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
+              help="Documents per encoder batch and bulk round.")
+@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
+@click.pass_obj
+def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, model: str | None, precision: str,
+         no_sentences: bool, allow_out_of_order: bool, batch_size: int, rejects: Path | None) -> None:
+    """Keep a PubMed index current: apply NLM's baseline and update files in PATHS (files, or folders such as
+    baseline/ and updatefiles/) in the order of their numbers, each once.
+
+    \b
+    Every file applied in full is recorded in the index with its SHA-256, so running the same command again
+    applies only new files; a new version of a citation replaces the earlier one, and the PMIDs of an update
+    file's DeleteCitation are removed. A file numbered before the last one applied is refused (unless
+    --allow-out-of-order), and so is a file applied before whose content has changed. Interrupted? Run the
+    same command again: the file that was cut short is applied again, nothing is duplicated.
+
+    \b
+    Examples:
+      biorank sync pubmed/baseline pubmed/updatefiles --index pubmed
+      biorank stats --index pubmed        # says the last file applied
+    """
+    from biorank.indexer.indexer import IndexOptions, estimate_records
+    from biorank.indexer.updates import apply_files, find_pubmed_files, plan_sync
+    from biorank.store.record import read_record
+
+    client = options.client(settings)
+    files, ignored = find_pubmed_files(paths)
+    if not files:
+        raise click.ClickException(f"no PubMed files (named pubmedYYnNNNN.xml.gz) in {', '.join(paths)}")
+    if ignored:
+        echo(f"note: {len(ignored)} files not named as NLM names its files were left out (e.g. {ignored[0].name})")
+    record = read_record(client, index_name) if client.indices.exists(index=index_name) else None
+    plan = plan_sync(files, record.applied_files if record else (), allow_out_of_order=allow_out_of_order)
+    if not plan.apply:
+        last = plan.last_applied
+        click.echo(f"{index_name} is current: all {len(plan.skipped)} files are applied already"
+                   + (f" (last applied: {last.name})" if last else ""))
+        return
+    first, final = plan.apply[0][0].name, plan.apply[-1][0].name
+    echo(f"{len(plan.apply)} files to apply ({first}" + (f" … {final})" if len(plan.apply) > 1 else ")")
+         + (f"; {len(plan.skipped)} applied already, skipped" if plan.skipped else ""))
+    sentences = record.sentences_index is not None if record else not no_sentences
+    encoder = _load_encoder(model or (record.encoder_source if record else DEFAULT_MODEL), precision, None, None)
+    index_options = IndexOptions(index=index_name, format="pubmed", sentences=sentences, batch_size=batch_size,
+                                 rejects=rejects)
+
+    def applied(done) -> None:
+        r = done.report
+        echo(f"applied {done.file.name}: {r.indexed} documents written, {r.unchanged} unchanged, {r.deleted} "
+             f"deleted ({r.absent} deletions of PMIDs not in the index)")
+
+    done = [0]
+    try:
+        with record_progress("applying", sum(estimate_records(f.path) for f, _ in plan.apply)) as advance:
+
+            def counted(records: int) -> None:
+                done[0] += records
+                advance(records)
+
+            report = apply_files(client, index_options, plan, encoder=encoder, progress=counted, applied=applied)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted after {done[0]} records: the files recorded as applied are in; run the same command "
+             "again to apply the rest (what is in is skipped, nothing is duplicated)")
+        raise SystemExit(130) from None
+    _summarise(index_name, report)
+
+
+def _summarise(index_name: str, report) -> None:
+    """The run's counts in two lines at most: what went in, what was withdrawn, what was rejected."""
+    click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
+               f"sentences) in {report.seconds:.1f} s, {report.docs_per_second:.1f} docs/s; {report.unchanged} "
+               f"already in and unchanged; {report.replaced} replaced an earlier version")
+    if report.deleted or report.absent:
+        click.echo(f"{report.deleted + report.absent} deleted citations: {report.deleted} documents removed, "
+                   f"{report.absent} not in the index")
+    if report.rejected:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
+        click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
 
 
 def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None):
@@ -127,13 +227,16 @@ def indices(settings: ConnectionSettings) -> None:
 def delete_index(settings: ConnectionSettings, name: str, yes: bool) -> None:
     """Delete the documents index NAME and the sentences index it names: exactly those, never a pattern, and
     only an index biorank built as a documents index."""
-    from biorank.store.indices import delete_indices, owned_indices
+    from biorank.store.indices import delete_indices, foreign_sentences, owned_indices
 
     client = options.client(settings)
     owned = owned_indices(client, name)
     if not owned:
         click.echo(f"no index {name!r}")
         return
+    foreign = foreign_sentences(client, name)
+    if foreign:
+        echo(f"note: {foreign}")
     if not yes:
         click.confirm(f"delete {' and '.join(owned)}?", abort=True)
     click.echo(f"deleted {', '.join(delete_indices(client, name))}")

@@ -6,6 +6,10 @@ Nothing is lost and nothing is duplicated:
   carries a hash of the document's content: a document whose block 0 is in with the same hash is complete
   and is skipped, so an interrupted run (Ctrl-C, ``kill -9``, a lost cluster) resumes where it stopped;
 - a document whose content changed is rewritten, and the blocks and sentences it no longer has are deleted;
+- a document the input withdraws (a PubMed ``<DeleteCitation>``) loses its blocks and sentences, block 0 last,
+  so an interrupted deletion is finished by the next run; withdrawing one that is not there changes nothing;
+- when the same id comes again later in the input (a revised citation in a later update file), the later
+  version wins: a batch that touches an id still being written waits for that write first;
 - records a reader could not use, and documents the cluster refused, go to the rejects file with a reason.
 
 The encoder of batch ``n + 1`` runs while the bulk requests of batch ``n`` are in flight (one writer
@@ -20,7 +24,7 @@ import json
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,10 +39,10 @@ from biorank.store.indices import delete_indices, refresh_paused, sentences_inde
 from biorank.store.mappings.documents import IndexSettings, documents_index_body
 from biorank.store.mappings.sentences import sentences_index_body
 from biorank.store.names import check_index_name
-from biorank.store.record import MAPPING_VERSION, check_record
+from biorank.store.record import MAPPING_VERSION, IndexMismatch, check_record
 from biorank.store.server import bm25_similarity
 from biorank.store.writer import BulkWriter, WriteFailure
-from biorank.types import Abstract, Advance, Rejected, Sentence
+from biorank.types import Abstract, Advance, Deletion, Rejected, Sentence
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -76,6 +80,10 @@ class IndexReport:
     unchanged: int = 0
     replaced: int = 0
     """Documents that were in the index with other content: changed since, or repeated in this input."""
+    deleted: int = 0
+    """Documents removed because the input withdraws them (PubMed ``<DeleteCitation>``)."""
+    absent: int = 0
+    """Withdrawn documents that were not in the index: nothing to remove."""
     blocks: int = 0
     sentences: int = 0
     rejected: Counter = field(default_factory=Counter)
@@ -123,12 +131,39 @@ def estimate_records(path: str | Path) -> int:
 
 
 @dataclass
+class _Batch:
+    """Up to ``batch_size`` records of the input: documents to write and ids to remove, never the same id in both
+    (whichever came later in the input wins)."""
+
+    records: list[Abstract]
+    deletions: list[Deletion]
+    ends: Path | None = None
+    """The file whose last batch this is."""
+
+    @property
+    def ids(self) -> set[str]:
+        return {r.id for r in self.records} | {d.id for d in self.deletions}
+
+
+@dataclass
 class _Prepared:
-    """A batch ready to write: everything but block 0 first, then the block 0s that complete documents."""
+    """A batch ready to write: everything but block 0 first, then the block 0s that complete documents, then the
+    documents the batch withdraws."""
 
     first: list[dict]
     last: dict[str, dict]  # doc id -> its block-0 action
     owners: dict[tuple[str, str], str]  # (index, _id) of every action in ``first`` -> its document's id
+    deletions: list[str] = field(default_factory=list)
+    records: int = 0  # records of the input the batch stands for, for the progress bar
+
+
+@dataclass
+class _Written:
+    failures: list[WriteFailure]
+    indexed: int
+    deleted: int
+    absent: int
+    records: int
 
 
 class Indexer:
@@ -145,7 +180,20 @@ class Indexer:
         self._writer = writer or BulkWriter(client)
 
     @property
-    def encoder(self) -> Encoder:
+    def encoder(self) -> Encoder | None:
+        """The passage encoder, once given or loaded (:meth:`load`); None before."""
+        return self._encoder
+
+    def load(self) -> Encoder:
+        """Loads the default encoder (:data:`~biorank.models.encoder.DEFAULT_MODEL`) unless one was given or loaded
+        already; :meth:`run` calls it before its first batch.
+
+        Returns:
+            The encoder that writes the index's vectors.
+
+        Example:
+            >>> Indexer(client, IndexOptions(index="scifact")).load().model_name  # doctest: +SKIP
+        """
         if self._encoder is None:
             from biorank.models.encoder import Encoder
 
@@ -154,16 +202,32 @@ class Indexer:
 
     @property
     def sentences_index(self) -> str | None:
+        """The name of the sentences index this run writes, or None with ``IndexOptions(sentences=False)``."""
         return sentences_index_name(self.options.index) if self.options.sentences else None
 
-    def run(self, paths: Iterable[str | Path], progress: Advance | None = None) -> IndexReport:
-        """Index every record of ``paths``; ``progress`` is called with the number of records done so far."""
+    def run(self, paths: Iterable[str | Path], progress: Advance | None = None, *,
+            file_done: Callable[[Path, IndexReport], None] | None = None) -> IndexReport:
+        """Index every record of ``paths``, in order: a document given again later replaces the earlier version,
+        and one withdrawn (PubMed ``<DeleteCitation>``) is removed.
+
+        Args:
+            paths: the input files.
+            progress: called with the number of records done since its last call.
+            file_done: called once per file with the file and what it changed (its share of the report), as soon
+                as every write and deletion of that file was acknowledged and before the next file is written.
+
+        Returns:
+            The counts of the whole run.
+
+        Example:
+            >>> Indexer(client, IndexOptions(index="pubmed")).run(["pubmed25n0001.xml.gz"]).indexed  # doctest: +SKIP
+        """
         report = IndexReport()
         started = time.monotonic()
         # Problems with a whole file (missing, unreadable, unknown format) stop the run before any index exists.
         o = self.options
-        readers = [read_records(p, o.format, id_field=o.id_field, title_field=o.title_field, text_field=o.text_field)
-                   for p in paths]
+        readers = [(Path(p), read_records(p, o.format, id_field=o.id_field, title_field=o.title_field,
+                                          text_field=o.text_field)) for p in paths]
         self.prepare_indices()
         indices = [i for i in (self.options.index, self.sentences_index) if i]
         rejects = _RejectsFile(self.options.rejects or Path(f"biorank-rejects-{self.options.index}.tsv"))
@@ -171,11 +235,25 @@ class Indexer:
             with (refresh_paused(self.client, indices),
                   ThreadPoolExecutor(max_workers=1, thread_name_prefix="biorank-bulk") as pool):
                 in_flight: Future | None = None
+                in_flight_ids: set[str] = set()
+                file_start = _counts(report)
                 for batch in self._batches(readers, report, rejects):
-                    prepared = self._prepare(batch, report)
-                    if in_flight is not None:
+                    if in_flight is not None and batch.ids & in_flight_ids:
+                        # A later version or a withdrawal of a document still being written: preparing it now
+                        # would read the version before, and the older write could land last.
                         self._finish(in_flight.result(), report, rejects, progress)
-                    in_flight = pool.submit(self._write, prepared, len(batch))
+                        in_flight = None
+                    if batch.records or batch.deletions:
+                        prepared = self._prepare(batch, report)
+                        if in_flight is not None:
+                            self._finish(in_flight.result(), report, rejects, progress)
+                        in_flight, in_flight_ids = pool.submit(self._write, prepared), batch.ids
+                    if batch.ends is not None and file_done is not None:
+                        if in_flight is not None:
+                            self._finish(in_flight.result(), report, rejects, progress)
+                            in_flight = None
+                        file_done(batch.ends, _counts(report, since=file_start))
+                        file_start = _counts(report)
                 if in_flight is not None:
                     self._finish(in_flight.result(), report, rejects, progress)
         finally:
@@ -187,7 +265,7 @@ class Indexer:
     # Indices ---------------------------------------------------------------------------------------------
     def prepare_indices(self) -> None:
         """Create the indices, or check that existing ones were built by biorank with the same encoder."""
-        encoder, settings = self.encoder, self.options.settings
+        encoder, settings = self.load(), self.options.settings
         model, dimension = encoder.model_name, encoder.dimension
         encoder.export_for_queries()
         if self.options.recreate:
@@ -208,23 +286,40 @@ class Indexer:
             )
         for name, body in bodies.items():
             if self.client.indices.exists(index=name):
-                check_record(self.client, name, model=model)
+                record = check_record(self.client, name, model=model)
+                if name == self.sentences_index and (record.kind, record.documents_index) != (
+                        "sentences", self.options.index):
+                    # Its own record says whose sentences it holds; writing ours beside them would mix two indices.
+                    raise IndexMismatch(f"{name!r} holds the sentences of {record.documents_index!r} by its own "
+                                        f"record, not those of {self.options.index!r}; delete it or choose another "
+                                        "--index name")
             else:
                 self.client.indices.create(index=name, body=body)
 
     # Reading -----------------------------------------------------------------------------------------------
-    def _batches(self, readers: Iterable[Iterator[Abstract | Rejected]], report: IndexReport,
-                 rejects: _RejectsFile) -> Iterator[list[Abstract]]:
+    def _batches(self, readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | Deletion]]], report: IndexReport,
+                 rejects: _RejectsFile) -> Iterator[_Batch]:
         batch: dict[str, Abstract] = {}
-        for records in readers:
+        deletions: dict[str, Deletion] = {}
+        for path, records in readers:
             for record in records:
                 report.read += 1
+                if isinstance(record, Deletion):
+                    # A version earlier in this input is withdrawn with it, before it was ever written.
+                    batch.pop(record.id, None)
+                    deletions[record.id] = record
+                    if len(batch) + len(deletions) >= self.options.batch_size:
+                        yield _Batch(list(batch.values()), list(deletions.values()))
+                        batch, deletions = {}, {}
+                    continue
                 if isinstance(record, Abstract) and (problem := self._problem(record)):
                     record = Rejected(record.source, record.line, record.id, problem)
                 if isinstance(record, Rejected):
                     report.rejected[record.reason.split(":")[0]] += 1
                     rejects.write(record.source, record.line, record.id, record.reason)
                     continue
+                # Withdrawn earlier in the file and given again: it is back.
+                deletions.pop(record.id, None)
                 # The same id twice in a batch: the later record wins, as a second write would, and the earlier
                 # one is reported (a repeat in a later batch is counted as replaced).
                 earlier = batch.pop(record.id, None)
@@ -233,11 +328,13 @@ class Indexer:
                     rejects.write(earlier.source, earlier.line, earlier.id,
                                   f"duplicate id: replaced by the record at line {record.line}")
                 batch[record.id] = record
-                if len(batch) >= self.options.batch_size:
-                    yield list(batch.values())
-                    batch = {}
-        if batch:
-            yield list(batch.values())
+                if len(batch) + len(deletions) >= self.options.batch_size:
+                    yield _Batch(list(batch.values()), list(deletions.values()))
+                    batch, deletions = {}, {}
+            # A batch never spans two files, so every file's writes can be known complete (``file_done``); the
+            # last batch of a file says so, even an empty one.
+            yield _Batch(list(batch.values()), list(deletions.values()), ends=path)
+            batch, deletions = {}, {}
 
     def _problem(self, record: Abstract) -> str | None:
         size = len(record.title.encode()) + len(record.abstract.encode())
@@ -247,8 +344,9 @@ class Indexer:
         return id_problem(record.id)
 
     # Preparing ---------------------------------------------------------------------------------------------
-    def _prepare(self, batch: list[Abstract], report: IndexReport) -> _Prepared:
-        o, encoder = self.options, self.encoder
+    def _prepare(self, input_batch: _Batch, report: IndexReport) -> _Prepared:
+        o, encoder = self.options, self.load()
+        batch = input_batch.records
         model = encoder.model_name
         hashes = {r.id: content_hash(r, model=model, with_sentences=o.sentences) for r in batch}
         previous = self._stored(list(hashes))
@@ -308,10 +406,13 @@ class Indexer:
             }, s.doc_id)
         report.blocks += sum(len(bs) for bs in blocks)
         report.sentences += len(all_sentences)
-        return _Prepared(first, last, owners)
+        return _Prepared(first, last, owners, [d.id for d in input_batch.deletions],
+                         len(input_batch.records) + len(input_batch.deletions))
 
     def _stored(self, ids: list[str]) -> dict[str, dict]:
         """What block 0 of each id says now: its content hash and how many blocks and sentences it had."""
+        if not ids:
+            return {}  # a batch of deletions only; mget refuses an empty list
         # mget reads the translog, so documents of an unrefreshed (killed) run are seen too.
         found = self.client.mget(
             index=self.options.index, body={"ids": [storage_id(i) for i in ids]},
@@ -332,23 +433,67 @@ class Indexer:
                            "_id": sentence_id(doc_id, section, n)}
 
     # Writing -----------------------------------------------------------------------------------------------
-    def _write(self, prepared: _Prepared, records: int) -> tuple[list[WriteFailure], int, int]:
+    def _write(self, prepared: _Prepared) -> _Written:
         failures = self._writer.write(prepared.first)
         broken = {prepared.owners[f.index, f.id] for f in failures}
         # A document with a missing part gets no block 0, so the next run writes it again.
         complete = [action for doc_id, action in prepared.last.items() if doc_id not in broken]
         last_failures = self._writer.write(complete)
-        return failures + last_failures, len(complete) - len(last_failures), records
+        # Withdrawals come after the batch's writes and, on the one writer thread, after every earlier batch's.
+        deleted, absent, delete_failures = self._withdraw(prepared.deletions)
+        return _Written(failures + last_failures + delete_failures, len(complete) - len(last_failures), deleted,
+                        absent, prepared.records)
 
-    def _finish(self, result: tuple[list[WriteFailure], int, int], report: IndexReport,
-                rejects: _RejectsFile, progress: Advance | None) -> None:
-        failures, indexed, records = result
-        report.indexed += indexed
-        report.failed += len({f.id for f in failures})
-        for f in failures:
+    def _withdraw(self, doc_ids: list[str]) -> tuple[int, int, list[WriteFailure]]:
+        """Remove the documents ``doc_ids``: (removed, not there, failures).
+
+        What to remove is read from each block 0 (how many blocks and sentences it has), in real time, so entries
+        of this run not yet refreshed are found too, which a delete-by-query would miss. Block 0 goes last: a
+        deletion cut short leaves the document findable, and the next run of the same file removes the rest.
+        """
+        if not doc_ids:
+            return 0, 0, []
+        stored = self._stored(doc_ids)
+        sentences = sentences_index_name(self.options.index)
+        owners: dict[tuple[str, str], str] = {}  # (index, _id) of every entry but block 0 -> its document's id
+        for doc_id, before in stored.items():
+            for n in range(1, before.get("n_blocks") or 1):
+                owners[self.options.index, block_id(doc_id, n)] = doc_id
+            # Counts above zero mean sentences were written, whether or not this run writes any.
+            for section in ("title", "abstract"):
+                for n in range(before.get(f"n_{section}_sentences") or 0):
+                    owners[sentences, sentence_id(doc_id, section, n)] = doc_id
+        failures = self._writer.write({"_op_type": "delete", "_index": index, "_id": entry} for index, entry in owners)
+        broken = {owners.get((f.index, f.id)) for f in failures}
+        firsts = [{"_op_type": "delete", "_index": self.options.index, "_id": storage_id(i)}
+                  for i in stored if i not in broken]
+        last_failures = self._writer.write(firsts)
+        return len(firsts) - len(last_failures), len(doc_ids) - len(stored), failures + last_failures
+
+    def _finish(self, result: _Written, report: IndexReport, rejects: _RejectsFile,
+                progress: Advance | None) -> None:
+        report.indexed += result.indexed
+        report.deleted += result.deleted
+        report.absent += result.absent
+        report.failed += len({f.id for f in result.failures})
+        for f in result.failures:
             rejects.write(f.index, 0, f.id, f"indexing failed: {f.reason}")
         if progress is not None:
-            progress(records)
+            progress(result.records)
+
+
+def _counts(report: IndexReport, since: IndexReport | None = None) -> IndexReport:
+    """A copy of ``report``'s counts, less those of ``since`` (an earlier copy): one file's share of a run."""
+    copy = IndexReport(read=report.read, indexed=report.indexed, unchanged=report.unchanged,
+                       replaced=report.replaced, blocks=report.blocks, sentences=report.sentences,
+                       rejected=Counter(report.rejected), failed=report.failed, deleted=report.deleted,
+                       absent=report.absent)
+    if since is None:
+        return copy
+    for name in ("read", "indexed", "unchanged", "replaced", "blocks", "sentences", "failed", "deleted", "absent"):
+        setattr(copy, name, getattr(copy, name) - getattr(since, name))
+    copy.rejected = copy.rejected - since.rejected
+    return copy
 
 
 class _RejectsFile:

@@ -1,7 +1,8 @@
 """Streaming readers for collections of abstracts: one interface, one typed record per input record.
 
 Every reader yields :class:`Abstract` for a usable record and :class:`Rejected` for one that is not, with its
-1-based line, so a bad record is counted and reported instead of stopping the run or vanishing. Only problems
+1-based line, so a bad record is counted and reported instead of stopping the run or vanishing; a PMID that a
+PubMed update file withdraws (``<DeleteCitation>``) comes as a :class:`Deletion`. Only problems
 with the whole file (missing, unreadable, unknown or undetectable format) raise :class:`ReaderError`, and they
 do so when :func:`read_records` is called, before anything is indexed; the one exception is a file given as
 pubmed that turns out not to be XML, which is found on the first record.
@@ -24,14 +25,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from biorank.errors import BiorankError
-from biorank.types import Abstract, Rejected
+from biorank.types import Abstract, Deletion, Rejected
 
 if TYPE_CHECKING:
     from lxml import etree
 
 FORMATS: tuple[str, ...] = ("auto", "pubmed", "scifact", "beir", "nfcorpus", "bioasq", "jsonl")
 
-Record = Abstract | Rejected
+Record = Abstract | Rejected | Deletion
 
 
 class ReaderError(BiorankError):
@@ -76,7 +77,7 @@ def read_records(
     title_field: str | None = None,
     text_field: str | None = None,
 ) -> Iterator[Record]:
-    """Stream the records of ``path`` as Abstract or Rejected, in file order.
+    """Stream the records of ``path`` as Abstract, Rejected or (PubMed only) Deletion, in file order.
 
     ``format`` is one of :data:`FORMATS`; ``"auto"`` asks :func:`detect_format`. For the JSON Lines formats,
     ``id_field``/``title_field``/``text_field`` override where the format keeps those values, and with
@@ -176,7 +177,56 @@ def _open_binary(file: Path) -> IO[bytes]:
     # The magic number, not the name, decides: renamed or re-compressed files are common in shared data folders.
     with file.open("rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
-    return gzip.open(file, "rb") if gzipped else file.open("rb")
+    return _UpToTheBreak(gzip.open(file, "rb")) if gzipped else file.open("rb")
+
+
+class _UpToTheBreak:
+    """A gzip stream whose ``read`` hands over every byte decompressed before a break (a truncated or corrupt
+    file), and raises the break only at the next call.
+
+    ``GzipFile.read(n)`` gathers n bytes through a buffer and drops what it gathered when the decompressor fails
+    on the way: lxml reads 32 KB at a time, so a truncated file smaller than that gave no citation at all, and a
+    larger one lost those of its last read. Gathering with ``read1`` (one decompression step each) keeps them.
+    """
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._break: BaseException | None = None
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self._break is not None:
+            error, self._break = self._break, None
+            raise error
+        if size is None or size < 0:
+            size = 1 << 62
+        chunks: list[bytes] = []
+        got = 0
+        while got < size:
+            try:
+                chunk = self._stream.read1(size - got)
+            except _READ_ERRORS as error:
+                if not chunks:
+                    raise
+                self._break = error
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def __iter__(self) -> Iterator[bytes]:
+        # Lines: a line cut by the break is incomplete anyway, and every complete line before it comes out.
+        return iter(self._stream)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> _UpToTheBreak:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _first_line(file: Path, source: str) -> str:
@@ -342,11 +392,14 @@ def _read_pubmed(file: Path, source: str) -> Iterator[Record]:
                 if root is None:
                     raise ReaderError(f"{source} is not PubMed XML: {exc.msg}") from None
                 error_line = offset + exc.lineno
+                # The resumed citation's line starts at the citation (line 2 of what the parser reads), so the
+                # parser's columns on it are short of the file's by the bytes left out before the citation.
+                error_column = (exc.offset or 0) + (resume.column if resume and exc.lineno == 2 else 0)
                 # The parser has read past the error; the file is read again up to it (a damaged file costs one
                 # pass per damaged spot), and the last pass's stream is closed.
                 stream.close()
                 stream = streams.enter_context(_open_binary(file))
-                after = _next_citation(stream, root, error_line, exc.offset or 0)
+                after = _next_citation(stream, root, error_line, error_column)
                 if after is None or (resume and (after.line, after.column) <= (resume.line, resume.column)):
                     yield Rejected(source, error_line, None,
                                    f"malformed XML, the rest of the file was skipped: {exc.msg}")
@@ -372,9 +425,11 @@ class _Resume:
     rest_of_line: bytes
 
     def stream(self, rest: IO[bytes]) -> _Joined:
-        # The root's start tag on a line of its own, then the citation's line with what came before it blanked,
-        # so the parser's lines and columns are the file's (less one line) and no half element is read.
-        return _Joined(f"<{self.root}>\n".encode() + b" " * self.column + self.rest_of_line, rest)
+        # The root's start tag on a line of its own, then the citation's line from the citation on, so the
+        # parser's lines are the file's (less one line) and no half element is read. What came before the
+        # citation is left out, not blanked: on a one-line file it can be a text node over libxml2's 10 MB
+        # limit, and blanks in its place hit the same limit again.
+        return _Joined(f"<{self.root}>\n".encode() + self.rest_of_line, rest)
 
 
 class _Joined:
@@ -436,9 +491,12 @@ def _pubmed_element(element: etree._Element, source: str, offset: int) -> Iterat
     """The record of one citation element; ``offset`` is how many lines of the file precede the parser's."""
     line = offset + (element.sourceline or 1)
     if element.tag == "DeleteCitation":
+        # Update files withdraw citations this way: the indexer removes them, so they are not rejects.
         for pmid in element.iterfind("PMID"):
-            yield Rejected(source, offset + pmid.sourceline if pmid.sourceline else line,
-                           _inner_text(pmid) or None, "deleted citation")
+            where = offset + pmid.sourceline if pmid.sourceline else line
+            pmid_text = _inner_text(pmid)
+            yield Deletion(source, where, pmid_text) if pmid_text else Rejected(
+                source, where, None, "empty PMID in DeleteCitation")
     elif element.tag == "PubmedBookArticle":
         pmid = _inner_text(element.find("BookDocument/PMID")) or None
         yield Rejected(source, line, pmid, "PubMed book record (PubmedBookArticle), not read")

@@ -135,6 +135,10 @@ class IndexStats:
     lambda_tuned: bool
     tuned: dict[str, Any]
     """Every ``_meta.biorank`` key stored after the build (λ and its provenance, later stages' weights)."""
+    files_applied: int = 0
+    """How many input files ``biorank sync`` applied (PubMed baseline and update files)."""
+    last_file: dict[str, Any] | None = None
+    """The file applied last (name, SHA-256, when, documents written and deleted), or None."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -162,6 +166,8 @@ def index_stats(client: OpenSearch, index: str) -> IndexStats:
         dimension=record.dimension, mapping_version=info.mapping_version,
         block_tokens=record.block_tokens, settings=settings, lam=record.lam,
         lambda_tuned=record.tuned_lambda is not None, tuned=record.tuned,
+        files_applied=len(record.applied_files),
+        last_file=asdict(record.applied_files[-1]) if record.applied_files else None,
     )
 
 

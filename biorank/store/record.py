@@ -19,8 +19,6 @@ from biorank.errors import BiorankError
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from biorank.store.mappings.documents import IndexSettings
-
 MAPPING_VERSION = 2
 """Raised whenever the mappings change in a way older indices cannot serve; such indices are refused."""
 REENCODING = "reencoding"
@@ -29,6 +27,8 @@ BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "pre
                         "dimension", "settings",
                         "block_tokens", "sentences_index", "documents_index", "filterable"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
+APPLIED_FILES = "applied_files"
+"""Key of the input files ``biorank sync`` applied, in the order applied: facts about the content, not tuning."""
 TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "rerank_weight")
 """Values that hold only for the encoder they were tuned with (the rerank weight mixes the first stage's scores),
 set aside when the index is re-encoded."""
@@ -36,6 +36,29 @@ set aside when the index is re-encoded."""
 
 class IndexMismatch(BiorankError):
     """The index exists but was built differently (another encoder or mapping version, or not by biorank)."""
+
+
+@dataclass(frozen=True)
+class AppliedFile:
+    """One input file applied to the index in full (PubMed baseline or update file), as ``biorank sync`` records it.
+
+    The name (not the path) and the SHA-256 identify it: NLM's file names are unique and never reused, so the same
+    name with another checksum is another file, not the same one moved.
+    """
+
+    name: str
+    sha256: str
+    applied: str
+    """When its last write was acknowledged (UTC, ISO 8601)."""
+    documents: int = 0
+    """Documents it wrote or replaced (those already in and unchanged not counted)."""
+    deleted: int = 0
+    """Documents it withdrew that were in the index."""
+
+    @classmethod
+    def from_meta(cls, entry: Mapping[str, Any]) -> AppliedFile:
+        return cls(name=str(entry.get("name")), sha256=str(entry.get("sha256")), applied=str(entry.get("applied")),
+                   documents=int(entry.get("documents") or 0), deleted=int(entry.get("deleted") or 0))
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,8 @@ class IndexRecord:
     ``reranker``, and how it was found."""
     snippet_weights: Mapping[str, Any] | None = None
     reencoding: Mapping[str, Any] | None = None
+    applied_files: tuple[AppliedFile, ...] = ()
+    """The input files applied in full, oldest first (``biorank sync``); empty for an index built otherwise."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -86,6 +111,7 @@ class IndexRecord:
             lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
             rerank_tuning=meta.get("rerank_weight"),
             snippet_weights=meta.get("snippet_weights"), reencoding=meta.get(REENCODING),
+            applied_files=tuple(AppliedFile.from_meta(entry) for entry in meta.get(APPLIED_FILES) or ()),
             raw=MappingProxyType(dict(meta)),
         )
 
@@ -103,14 +129,20 @@ class IndexRecord:
 
     @property
     def tuned(self) -> dict[str, Any]:
-        """Every key stored after the build: λ and its provenance, a reranker, snippet weights."""
-        return {k: v for k, v in self.raw.items() if k not in BUILD_KEYS}
+        """Every key stored after the build: λ and its provenance, a reranker, snippet weights (not the applied
+        files: a record of content, thousands of entries for a kept-current PubMed)."""
+        return {k: v for k, v in self.raw.items() if k not in BUILD_KEYS and k != APPLIED_FILES}
 
 
-def new_record(settings: IndexSettings, *, kind: str, model: str, dimension: int, **extra: object) -> dict:
-    """The ``_meta`` an index is created with: what built it, so a mismatch is refused, not misread."""
+def new_record(settings: Mapping[str, Any], *, kind: str, model: str, dimension: int, **extra: object) -> dict:
+    """The ``_meta`` an index is created with: what built it, so a mismatch is refused, not misread.
+
+    ``settings`` are the index's settings as plain values (``dataclasses.asdict`` of the mappings'
+    ``IndexSettings``): the record keeps them without knowing their class, so no import runs back from here to
+    the mappings that call it.
+    """
     return {"biorank": {"kind": kind, "mapping_version": MAPPING_VERSION, "model": model, "dimension": dimension,
-                        "settings": asdict(settings), **extra}}
+                        "settings": dict(settings), **extra}}
 
 
 def _meta(client: OpenSearch, index: str) -> dict:
@@ -127,9 +159,25 @@ def read_record(client: OpenSearch, index: str) -> IndexRecord:
 
 
 def check_record(client: OpenSearch, index: str, *, model: str | None = None) -> IndexRecord:
-    """The index's record; refuses an index of another mapping version, or (given ``model``) one built with
-    another encoder or half re-encoded, saying how to fix it."""
-    record = read_record(client, index)
+    """The index's record, read now and checked by :func:`verify_record`."""
+    return verify_record(read_record(client, index), model=model)
+
+
+def verify_record(record: IndexRecord, *, model: str | None = None) -> IndexRecord:
+    """``record`` itself, unless it is of another mapping version or (given ``model``, an encoder's identity)
+    built with another encoder or half re-encoded: those are refused, saying how to fix it. Reads nothing.
+
+    Args:
+        record: an index's record (:func:`read_record`).
+        model: the identity of the encoder that will encode queries for it, if one will.
+
+    Returns:
+        The same record.
+
+    Example:
+        >>> verify_record(read_record(client, "scifact"), model=encoder.model_name)  # doctest: +SKIP
+    """
+    index = record.index
     if record.mapping_version != MAPPING_VERSION:
         raise IndexMismatch(
             f"index {index!r} has mapping version {record.mapping_version}, this biorank writes "
@@ -183,3 +231,24 @@ def store_rerank_weight(client: OpenSearch, index: str, weight: float, *, rerank
 def store_snippet_weights(client: OpenSearch, index: str, weights: Mapping[str, Any]) -> IndexRecord:
     """Record tuned snippet weights (with how they were tuned): ``+snippets`` systems use them from now on."""
     return update_record(client, index, snippet_weights=dict(weights))
+
+
+def store_applied_file(client: OpenSearch, index: str, applied: AppliedFile) -> IndexRecord:
+    """Record that the file ``applied`` is in the index in full; call it only once all its writes and deletions
+    were acknowledged, so an interrupted file is applied again, never skipped.
+
+    Args:
+        client: the cluster.
+        index: the documents index.
+        applied: the file, its checksum and what it changed.
+
+    Returns:
+        The new record, ``applied`` last in its ``applied_files``.
+
+    Example:
+        >>> store_applied_file(client, "pubmed", AppliedFile("pubmed25n1275.xml.gz", digest, now))  # doctest: +SKIP
+    """
+    meta = _meta(client, index).get("biorank", {})
+    # A file applied again (allowed out of order, or after its entry was set aside) moves to the end, once.
+    entries = [e for e in meta.get(APPLIED_FILES) or () if e.get("name") != applied.name]
+    return update_record(client, index, **{APPLIED_FILES: [*entries, asdict(applied)]})
