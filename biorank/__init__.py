@@ -4,7 +4,7 @@ OpenSearch.
 Three lines to search an index (the local node is started when no URL is given)::
 
     from biorank import Searcher, connect
-    searcher = Searcher(connect(), "biorank-demo")
+    searcher = Searcher.open(connect(), "biorank-demo")
     hits = searcher.search("Does vitamin B12 deficiency raise homocysteine?", k=10)
 
 and one more for the whole pipeline, as ``biorank query`` and ``biorank eval`` run it::

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from biorank.errors import BiorankError
 from biorank.retrieval.searcher import SearchSettings
-from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_LENGTH, Reranker, index_weight
+from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_LENGTH, Reranker
 from biorank.stages.snippets import DOCUMENTS_PER_QUERY, WEIGHT_VARIANTS, SnippetScorer, SnippetWeights
 from biorank.types import Advance, Answer
 
@@ -49,8 +49,6 @@ SNIPPETS = "+snippets"
 RESCORE = "+rescore"
 BATCH = 32
 """Queries per batch through every stage: one ``_msearch``, one read of the texts to rerank."""
-LAMBDA_MODES = ("hybrid", "hybrid-approx")
-"""The modes whose score λ weighs; a log record of another mode carries no λ rather than one that did not count."""
 
 
 class PipelineError(BiorankError):
@@ -125,10 +123,10 @@ class PipelineSettings:
     @property
     def name(self) -> str:
         """The system name of these settings (the grammar's), or the mode and field set where no name fits."""
-        wanted = {"mode": self.search.mode, "fields": self.search.fields}
-        base = next((n for n, s in FIRST_STAGES.items() if {"fields": None, **s} == wanted), None)
-        if base is None and self.search.mode == "bm25" and self.search.fields is None:
-            base = "bm25"
+        # Settings naming no field set match a stage naming none or the mode's default ("bm25" is text).
+        fields = (self.search.fields,) if self.search.fields else (None, self.search.field_set)
+        base = next((n for n, s in FIRST_STAGES.items() if s["mode"] == self.search.mode and s.get("fields") in fields),
+                    None)
         name = base or f"{self.search.mode}({self.search.field_set})"
         name += RERANK if self.rerank else ""
         if self.snippets is not None:
@@ -175,7 +173,7 @@ class FirstStage:
 class Pipeline:
     """First stage → rerank → snippets over one index, built once and run for any number of queries.
 
-    >>> pipeline = Pipeline.build("hybrid+rerank+snippets", Searcher(connect(), "scifact"))  # doctest: +SKIP
+    >>> pipeline = Pipeline.build("hybrid+rerank+snippets", Searcher.open(connect(), "scifact"))  # doctest: +SKIP
     >>> answer = pipeline.search("Does vitamin D prevent fractures?", k=10)  # doctest: +SKIP
     >>> answer.hits[0].id, answer.top_snippets(3)  # doctest: +SKIP
     """
@@ -185,24 +183,19 @@ class Pipeline:
         self.settings = settings
         self.searcher = searcher.with_search(settings.search)
         self.first = FirstStage(self.searcher, explain=settings.explain)
-        if settings.rerank and cross_encoder is None:
-            cross_encoder = _load_cross_encoder(self.searcher, settings)
-        if settings.rerank and cross_encoder is not None and cross_encoder.max_length != settings.rerank_length:
-            # A shared model read at another length: the same weights, nothing loaded again.
-            cross_encoder = cross_encoder.resized(max_length=settings.rerank_length,
-                                                  batch_size=cross_encoder.batch_size)
         self.reranker = None
-        if settings.rerank and cross_encoder is not None:
-            weight = settings.rerank_weight
-            if weight is None:
-                weight = index_weight(self.searcher.record, cross_encoder)
-            self.reranker = Reranker(cross_encoder, self.searcher.client, self.searcher.index,
-                                     depth=settings.rerank_depth, weight=weight)
+        if settings.rerank:
+            # The cross-encoder and its weight are chosen where the reranker chooses them for every path: a shared
+            # one (eval's pipelines) read at this length, else the settings' model, else the index's own.
+            self.reranker = Reranker.for_index(self.searcher, cross_encoder or settings.reranker,
+                                               precision=settings.precision, depth=settings.rerank_depth,
+                                               weight=settings.rerank_weight, length=settings.rerank_length)
+            cross_encoder = self.reranker.cross_encoder
         self.snippets = _snippet_stage(self.searcher, settings, cross_encoder, snippet_weights)
         self.stages: list[Stage] = [s for s in (self.first, self.reranker, self.snippets) if s is not None]
         # Loaded now, so that no query's time includes loading the encoder.
         if self.searcher.needs_encoder or (self.snippets is not None and self.snippets.needs_encoder):
-            self.searcher.encoder  # noqa: B018 - the property loads it
+            self.searcher.load()
 
     @classmethod
     def build(cls, system: str | PipelineSettings, searcher: Searcher, *, cross_encoder: CrossEncoder | None = None,
@@ -215,6 +208,7 @@ class Pipeline:
 
     @property
     def name(self) -> str:
+        """The system name of this pipeline (``hybrid+rerank+snippets``), as :attr:`PipelineSettings.name` gives."""
         return self.settings.name
 
     @property
@@ -286,20 +280,14 @@ class Pipeline:
         """Buffer a query-log record per answer: where and how it was asked, each stage's ms, its top hits; a
         ``single`` query (``biorank query``) is logged without an id or a system name."""
         search = self.searcher.settings
+        # A record of a mode that λ does not weigh, or BM25 does not score, carries none rather than one that did
+        # not count.
+        mode = search.mode_class
         for answer in answers:
             log.add(index=self.searcher.index, query=answer.query, mode=search.mode, k=k, latency_ms=answer.ms,
-                    hits=answer.hits, lam=self.searcher.lam if search.mode in LAMBDA_MODES else None,
+                    hits=answer.hits, lam=self.searcher.lam if mode.weighs_lambda else None,
                     query_id=None if single else answer.query_id, system=None if single else self.name,
-                    bm25_fields=None if search.mode.startswith("dense") else search.field_set,
-                    batch=len(answers))
-
-
-def _load_cross_encoder(searcher: Searcher, settings: PipelineSettings) -> CrossEncoder:
-    from biorank.models.cross_encoder import CrossEncoder
-    from biorank.stages.rerank import index_reranker
-
-    return CrossEncoder(settings.reranker or index_reranker(searcher.record), precision=settings.precision,
-                        max_length=settings.rerank_length)
+                    bm25_fields=search.field_set if mode.lexical else None, batch=len(answers))
 
 
 def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder: CrossEncoder | None,
@@ -313,5 +301,5 @@ def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder
     weights = weights or SnippetWeights.named(settings.snippets, searcher.record)
     relevance = sentence_reranker(searcher.record, cross_encoder or settings.reranker,
                                   precision=settings.precision) if weights.uses("relevance") else None
-    return SnippetScorer(searcher, weights=weights, reranker=relevance, rescore=settings.rescore,
-                         depth=DOCUMENTS_PER_QUERY, highlight=settings.highlight)
+    return SnippetScorer.open(searcher, weights=weights, reranker=relevance, rescore=settings.rescore,
+                              depth=DOCUMENTS_PER_QUERY, highlight=settings.highlight)

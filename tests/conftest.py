@@ -178,7 +178,7 @@ def tiny_reranker(opensearch: OpenSearch, sample_index: str, shared_data: Path,
     out = tmp_path_factory.mktemp("reranker")
     config = RerankerTraining(negatives_per_positive=3, negatives_from_top=20, max_length=64, validation_depth=5,
                               max_steps=6, checkpoint_every=4)
-    train_reranker(Searcher(opensearch, sample_index), queries, qrels, out, config, log=lambda _: None)
+    train_reranker(Searcher.open(opensearch, sample_index), queries, qrels, out, config, log=lambda _: None)
     return out
 
 
@@ -208,5 +208,5 @@ def tiny_encoder(opensearch: OpenSearch, sample_index: str, shared_data: Path,
     out = tmp_path_factory.mktemp("encoder")
     config = EncoderTraining(base_model=PACKAGED_MODEL, batch_size=8, hard_negatives=1, negatives_from_top=20,
                              max_seq_length=64, max_steps=3, checkpoint_every=2)
-    train_encoder(Searcher(opensearch, sample_index), queries, qrels, out, config, log=lambda _: None)
+    train_encoder(Searcher.open(opensearch, sample_index), queries, qrels, out, config, log=lambda _: None)
     return out

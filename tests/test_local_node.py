@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from biorank import downloads
 from biorank.cli.cluster import ENGINE_VERSIONS
 from biorank.cluster import artifacts
 from biorank.cluster.java import Java, find_java, java_major
@@ -30,14 +31,14 @@ def node_home() -> Iterator[Path]:
 
 
 def test_fetch_verifies_and_caches(tmp_path: Path) -> None:
-    path = artifacts.fetch(SMALL, tmp_path)
+    path = downloads.fetch(SMALL, tmp_path)
     assert path.stat().st_size == SMALL.size
-    assert artifacts.sha256_of(path) == SMALL.sha256
-    assert artifacts.fetch(SMALL, tmp_path) == path
+    assert downloads.sha256_of(path) == SMALL.sha256
+    assert downloads.fetch(SMALL, tmp_path) == path
 
 
 def test_tampered_download_is_refused_and_discarded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    good = artifacts.fetch(SMALL, tmp_path / "good")
+    good = downloads.fetch(SMALL, tmp_path / "good")
     mirror = tmp_path / "mirror"
     tampered = mirror / SMALL.repository_path
     tampered.parent.mkdir(parents=True)
@@ -49,7 +50,7 @@ def test_tampered_download_is_refused_and_discarded(tmp_path: Path, monkeypatch:
 
     cache = tmp_path / "cache"
     with pytest.raises(ArtifactError, match="failed verification"):
-        artifacts.fetch(SMALL, cache)
+        downloads.fetch(SMALL, cache)
     assert not any(p.is_file() for p in cache.rglob("*")), "nothing unverified may stay in the cache"
 
 
@@ -60,7 +61,7 @@ def test_unreachable_repository_names_the_coordinates(tmp_path: Path, monkeypatc
     monkeypatch.setenv("BIORANK_MAVEN_REPO", f"http://127.0.0.1:{closed_port}/maven2")
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ArtifactError, match=r"org\.ow2\.asm:asm-tree:9\.7:jar.*BIORANK_MAVEN_REPO"):
-        artifacts.fetch(SMALL, tmp_path / "cache")
+        downloads.fetch(SMALL, tmp_path / "cache")
 
 
 def test_the_cli_offers_exactly_the_engines_there_are() -> None:

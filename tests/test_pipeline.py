@@ -162,7 +162,7 @@ def _pinned_figures(opensearch: OpenSearch, index: str, shared_data: Path, out: 
     qrels_file = out / "qrels.tsv"
     qrels_file.write_text("query-id\tcorpus-id\tscore\n" + "".join(
         f"{q}\t{d}\t{g}\n" for q in judged for d, g in qrels[q].items()), encoding="utf-8")
-    searcher = Searcher(opensearch, index, encoder=Encoder(PACKAGED_MODEL, precision="fp32"))
+    searcher = Searcher.open(opensearch, index, encoder=Encoder(PACKAGED_MODEL, precision="fp32"))
     result = run_experiment(Experiment(qrels=qrels_file, queries=shared_data / CLAIMS, systems=systems,
                                        measures=("ndcg@10",), snippet_gold=shared_data / CLAIMS, k=100,
                                        pipeline=PipelineSettings(**pipeline), out=out / "eval"), searcher)

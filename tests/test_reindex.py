@@ -72,8 +72,8 @@ def test_reencoding_changes_vectors_and_record_and_resumes(opensearch, opensearc
     assert state["model"] == new.model_name and state["stage"] == "blocks" and state["done"] == 16
     # Half old vectors, half new: searches with vectors refuse the index, BM25 still answers.
     with pytest.raises(IndexMismatch, match=r"half re-encoded.*reindex-vectors"):
-        Searcher(opensearch, small_index, SearchSettings(mode="dense")).search(CLAIM)
-    assert Searcher(opensearch, small_index, SearchSettings(mode="bm25")).search(CLAIM)
+        Searcher.open(opensearch, small_index, SearchSettings(mode="dense")).search(CLAIM)
+    assert Searcher.open(opensearch, small_index, SearchSettings(mode="bm25")).search(CLAIM)
 
     result = CliRunner().invoke(cli, ["--url", opensearch_url, "reindex-vectors", "--index", small_index,
                                       "--model", str(tiny_encoder), "--batch-size", "16"])
@@ -95,6 +95,6 @@ def test_reencoding_changes_vectors_and_record_and_resumes(opensearch, opensearc
     assert record.raw["replaced_encoder"]["lambda"] == 0.05
     assert check_record(opensearch, sentences_index).model == new.model_name
     # Queries now go through the encoder the index records: the trained one, loaded from its folder.
-    searcher = Searcher(opensearch, small_index, SearchSettings(mode="dense"))
+    searcher = Searcher.open(opensearch, small_index, SearchSettings(mode="dense"))
     assert searcher.search(CLAIM, k=3) and searcher.encoder.model_name == new.model_name
     assert reencode_index(opensearch, small_index, new, log=lambda _: None).already

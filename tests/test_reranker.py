@@ -53,7 +53,7 @@ def test_trained_model_has_a_card_and_loads(tiny_reranker: Path, reranker: Cross
 
 
 def test_a_pair_scores_the_same_in_any_batch(reranker: CrossEncoder, sample_index: str, opensearch) -> None:
-    hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
+    hits = Searcher.open(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
     texts = fetch_texts(opensearch, sample_index, [h.id for h in hits])
     documents = [texts[h.id] for h in hits]
     alone = reranker.score(CLAIM, documents[:1])[0]
@@ -65,7 +65,7 @@ def test_a_pair_scores_the_same_in_any_batch(reranker: CrossEncoder, sample_inde
 @pytest.mark.parametrize("precision", ["onnx", "int8"])
 def test_onnx_runtime_scores_as_torch_does(reranker: CrossEncoder, tiny_reranker: Path, sample_index: str,
                                            opensearch, precision: str) -> None:
-    hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
+    hits = Searcher.open(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 20)
     texts = fetch_texts(opensearch, sample_index, [h.id for h in hits])
     documents = [texts[h.id] for h in hits]
     other = CrossEncoder(tiny_reranker, max_length=64, batch_size=8, precision=precision)
@@ -99,7 +99,7 @@ def test_a_query_longer_than_the_window_is_scored_not_refused(reranker: CrossEnc
 
 def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker: CrossEncoder, tiny_reranker: Path,
                                                                         sample_index: str, opensearch) -> None:
-    hits = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 12)
+    hits = Searcher.open(opensearch, sample_index).with_settings(mode="bm25", fields="text").search(CLAIM, 12)
     texts = list(fetch_texts(opensearch, sample_index, [h.id for h in hits]).values())
     shorter = reranker.resized(max_length=32, batch_size=5)
     assert shorter._model is reranker._model and (reranker.max_length, reranker.batch_size) == (64, 8)
@@ -108,7 +108,7 @@ def test_a_resized_reranker_shares_the_model_and_scores_as_a_fresh_load(reranker
 
 
 def test_reranking_only_reorders_the_candidates(reranker: CrossEncoder, sample_index: str, opensearch) -> None:
-    searcher = Searcher(opensearch, sample_index).with_settings(mode="bm25", fields="text")
+    searcher = Searcher.open(opensearch, sample_index).with_settings(mode="bm25", fields="text")
     hits = searcher.search(CLAIM, 30)
     reranked = Reranker(reranker, opensearch, sample_index, depth=10).rerank(CLAIM, hits)
     assert sorted(h.id for h in reranked) == sorted(h.id for h in hits)
@@ -143,7 +143,7 @@ def test_interpolation_weighs_normalised_scores() -> None:
 def test_negatives_never_include_a_judged_document(sample_index: str, opensearch, scifact_topics) -> None:
     queries, qrels = scifact_topics
     ids = sorted(qrels)[:60]
-    candidates = bm25_candidates(Searcher(opensearch, sample_index), {q: queries[q] for q in ids}, 50)
+    candidates = bm25_candidates(Searcher.open(opensearch, sample_index), {q: queries[q] for q in ids}, 50)
     groups = sample_negatives(candidates, qrels, ids, per_positive=20, seed=7)
     assert groups and sum(len(g.negatives) for g in groups) > 100
     for group in groups:
@@ -162,7 +162,7 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, 
     judged = sorted(q for q, docs in qrels.items() if docs.keys() & {h["_id"] for h in found})[:30]
     config = RerankerTraining(negatives_per_positive=2, negatives_from_top=10, max_length=48, validation_depth=5,
                               max_steps=5, checkpoint_every=2, groups_per_step=2)
-    searcher = Searcher(opensearch, sample_index)
+    searcher = Searcher.open(opensearch, sample_index)
     topics = ({q: queries[q] for q in judged}, {q: qrels[q] for q in judged})
 
     def interrupt(stage: str, done: int, total: int) -> None:
@@ -295,7 +295,8 @@ def test_tune_rerank_stores_the_best_weight_and_reranking_uses_it(opensearch_url
                  if line.startswith("w = ")}
         assert set(table) == {0.0, 0.5, 1.0} and (tmp_path / "w.png").stat().st_size > 0
         # Weight 0 is the first stage's own order.
-        first = Pipeline.build("hybrid", Searcher(opensearch, sample_index)).run({q: queries[q] for q in judged}, 100)
+        hybrid_pipeline = Pipeline.build("hybrid", Searcher.open(opensearch, sample_index))
+        first = hybrid_pipeline.run({q: queries[q] for q in judged}, 100)
         hybrid = evaluate(run_from_hits({q: a.hits for q, a in first.items()}), {q: qrels[q] for q in judged},
                           ["ndcg@10"])["ndcg@10"]
         assert table[0.0] == pytest.approx(hybrid, abs=1e-4)
@@ -305,7 +306,7 @@ def test_tune_rerank_stores_the_best_weight_and_reranking_uses_it(opensearch_url
         assert tuned == {"weight": best, "reranker": mine.model_name, "metric": "ndcg@10",
                          "value": pytest.approx(table[best], abs=1e-4), "queries": 8, "split": "all",
                          "system": "hybrid", "depth": 8, "length": 256}
-        searcher = Searcher(opensearch, sample_index)  # the record as it is now
+        searcher = Searcher.open(opensearch, sample_index)  # the record as it is now
         assert Pipeline.build("hybrid+rerank", searcher, cross_encoder=mine).reranker.weight == best
         assert Pipeline.build("hybrid+rerank", searcher, cross_encoder=mine, rerank_weight=0.9).reranker.weight == 0.9
         # Another reading length shares the loaded model.

@@ -15,9 +15,12 @@ from opensearchpy import OpenSearch
 from biorank.cli import cli
 from biorank.errors import BiorankError
 from biorank.models.encoder import Encoder, packaged_model_dir
+from biorank.pipeline import FIRST_STAGES
+from biorank.retrieval.filters import Filters
 from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
+from biorank.retrieval.modes import MODE_TABLE, Query
 from biorank.retrieval.requests import KNN_SCORE
-from biorank.retrieval.searcher import QueryError, Searcher, SearchSettings
+from biorank.retrieval.searcher import MODES, QueryError, Searcher, SearchSettings
 from biorank.store.record import IndexMismatch, check_record
 from biorank.types import Hit
 
@@ -33,7 +36,7 @@ HOSTILE = 'homocysteine"); return 1e9; // \'} {"script": "Math.random()"} params
 
 
 def _searcher(opensearch: OpenSearch, index: str, encoder: Encoder, **settings) -> Searcher:
-    return Searcher(opensearch, index, SearchSettings(**settings), encoder=encoder)
+    return Searcher.open(opensearch, index, SearchSettings(**settings), encoder=encoder)
 
 
 def _block_vector(opensearch: OpenSearch, index: str, entry_id: str) -> np.ndarray:
@@ -161,7 +164,7 @@ def test_empty_and_overlong_queries_are_refused(opensearch, sample_index, defaul
 def test_another_encoder_is_refused(opensearch, sample_index, tmp_path: Path) -> None:
     other = Encoder(str(shutil.copytree(packaged_model_dir()[0], tmp_path / "other-encoder")))
     with pytest.raises(IndexMismatch, match="built with the encoder"):
-        Searcher(opensearch, sample_index, SearchSettings(mode="dense"), encoder=other)
+        Searcher.open(opensearch, sample_index, SearchSettings(mode="dense"), encoder=other)
 
 
 def test_cli_query_json_and_show_query(opensearch_url: str, sample_index: str) -> None:
@@ -215,7 +218,7 @@ def test_cli_search_writes_a_trec_run_and_tune_lambda_stores_lambda(
     assert "← best" in result.output and best in (0.0, 0.05, 1.0)
     record = check_record(opensearch, sample_index)
     assert record.tuned_lambda == best and record.lambda_tuning["metric"] == "ndcg@10"
-    assert Searcher(opensearch, sample_index).lam == best
+    assert Searcher.open(opensearch, sample_index).lam == best
 
 
 @pytest.mark.engines
@@ -263,26 +266,139 @@ def test_an_index_built_with_a_local_model_is_searched_with_that_model(
         corpus.write_text("".join(next(f) for _ in range(20)), encoding="utf-8")
     local = Encoder(str(shutil.copytree(packaged_model_dir()[0], tmp_path / "my-minilm")))
     Indexer(opensearch, IndexOptions(index=index_name, rejects=tmp_path / "r.tsv"), encoder=local).run([corpus])
-    searcher = Searcher(opensearch, index_name, SearchSettings(mode="hybrid"))  # no encoder given
+    searcher = Searcher.open(opensearch, index_name, SearchSettings(mode="hybrid"))  # no encoder given
     hits = searcher.search(QUERY, k=5)
     assert searcher.encoder.model_name == local.model_name and len(hits) == 5
 
 
 def test_request_bodies_are_built_offline_with_user_text_only_as_match_text_and_params() -> None:
-    from biorank.retrieval.requests import search_body, text_query
+    from biorank.retrieval.requests import text_query
 
     text = 'statins"; return 1e9; //'
-    body = search_body("hybrid", "passage", text, [0.5, 0.5], None, 10, lam=0.25)
+    query = Query("q", text, [0.5, 0.5])
+    body = MODE_TABLE["hybrid"](fields="passage", lam=0.25).body(query, 10)
     script, clauses, lam = _hybrid_parts(body["query"])
     assert script["source"] == KNN_SCORE and text not in json.dumps(script)
     assert lam == 0.25 and script["params"]["query_value"] == [0.5, 0.5]
     assert clauses == [{"match": {"passage": text}}]
     assert body["collapse"] == {"field": "id"} and body["size"] == 10 and "explain" not in body
-    assert search_body("bm25", "text", text, None, None, 5, lam=0.0, light=True)["_source"] == ["id"]
-    assert search_body("dense", "passage", text, [1.0], None, 5, lam=0.0)["query"]["knn"]["embedding"]["k"] == 100
+    assert MODE_TABLE["bm25"](fields="text", lam=0.0).body(query, 5, light=True)["_source"] == ["id"]
+    assert MODE_TABLE["dense"](fields="passage", lam=0.0).body(query, 5)["query"]["knn"]["embedding"]["k"] == 100
     assert text_query("wordpieces+bigrams", text, "stat ##ins") == {"bool": {"should": [
         {"match": {"wordpieces": "stat ##ins"}}, {"match": {"wordpieces.bigrams": "stat ##ins"}}]}}
     assert text_query("title+abstract", text, None)["multi_match"]["fields"] == ["title", "abstract"]
+
+
+def _answer(*ids: str, score: float = 1.5, dense: float | None = None) -> dict:
+    """An OpenSearch answer as the cluster writes it, for the offline rounds."""
+    fields = {"fields": {"dense": [dense]}} if dense is not None else {}
+    return {"hits": {"hits": [{"_id": i, "_score": score - n / 10, "_source": {"id": i, "title": i, "block": 0},
+                               **fields} for n, i in enumerate(ids)]}}
+
+
+def test_every_mode_builds_its_requests_and_reads_its_answers_without_a_cluster() -> None:
+    """Each mode of the table, round by round, on answers written out here: no cluster, no searcher."""
+    queries = [Query("q1", "folic acid", [0.6, 0.8]), Query("q2", "statins", [1.0, 0.0])]
+    filters = ({"range": {"year": {"gte": 2015}}},)
+    seen = set()
+    for name, cls in MODE_TABLE.items():
+        mode = cls(fields=cls.default_fields, lam=0.5, filters=filters, candidates=7)
+        answers = None
+        for _ in range(mode.rounds):
+            requests = mode.requests(queries, 3, answers, explain=True)
+            for request in requests:
+                text = json.dumps(request.body)
+                assert '"gte": 2015' in text, name  # every request of every mode is filtered
+                assert request.text_scored == ('"match"' in text), name  # BM25 scores exactly the text-scored ones
+                seen.add(type(mode).__name__)
+            answers = {r.key: _answer("d1", "d2", dense=0.25) for r in requests}
+        hits = mode.hits(queries, 3, answers)
+        assert set(hits) == {"q1", "q2"} and all(h.id in ("d1", "d2") for found in hits.values() for h in found)
+    assert tuple(MODE_TABLE) == MODES and len(seen) == 8
+    # The union's second round scores exactly the documents of the first round's two lists.
+    union = MODE_TABLE["hybrid-approx"](fields="passage", lam=0.5, candidates=7)
+    first = union.requests(queries[:1], 3)
+    assert [r.key for r in first] == [("q1", "bm25"), ("q1", "dense")] and first[0].body["size"] == 7
+    (second,) = union.requests(queries[:1], 3, {("q1", "bm25"): _answer("b", "a"), ("q1", "dense"): _answer("c", "a")},
+                               explain=True)
+    candidates = second.body["query"]["bool"]["must"][0]["script_score"]["query"]["bool"]["filter"][0]
+    assert candidates == {"terms": {"id": ["a", "b", "c"]}} and second.body["explain"] is True
+    # Parts read back: a hybrid hit's BM25 is what is left of its score after ⟨q, p⟩ and the shift of 1.
+    (hit,) = MODE_TABLE["hybrid"](fields="passage", lam=0.5).hits(queries[:1], 1, {"q1": _answer("d", score=2.0,
+                                                                                                   dense=0.5)})["q1"]
+    assert (hit.hybrid, hit.dense, hit.bm25) == (1.0, 0.5, 1.0)
+    assert MODE_TABLE["os-hybrid"](fields="passage", lam=0.5).requests(queries, 3)[0].alone
+    fused = MODE_TABLE["rrf"](fields="passage", lam=0.5).hits(queries[:1], 2, {
+        ("q1", "bm25"): _answer("a", "b"), ("q1", "dense"): _answer("b", "c")})["q1"]
+    assert [h.id for h in fused] == ["b", "a"]
+
+
+def test_searchers_and_snippet_scorers_are_built_without_a_cluster() -> None:
+    """No client at all: the constructors read nothing and load nothing; the opener is named where it is missed."""
+    from biorank.stages.snippets import SnippetScorer
+    from biorank.store.record import MAPPING_VERSION, IndexRecord
+
+    record = IndexRecord.from_meta("scifact", {"kind": "documents", "mapping_version": MAPPING_VERSION, "model": "m",
+                                               "dimension": 2, "sentences_index": "scifact-sentences"})
+    searcher = Searcher(None, record, SearchSettings(mode="dense", lam=0.5))  # type: ignore[arg-type]
+    assert searcher.encoder is None and searcher.needs_encoder and searcher.lam == 0.5
+    assert searcher.route == "dense" and searcher.with_settings(mode="bm25").settings.field_set == "text"
+    (request,) = searcher.mode().requests([Query("q", "x", [1.0, 0.0])], 3)
+    assert request.body["query"]["knn"]["embedding"]["k"] == 100 and not request.text_scored
+    assert SnippetScorer(searcher).sentences_index == "scifact-sentences"
+    with pytest.raises(TypeError, match=r"Searcher\.open\(client, 'scifact'\)"):
+        Searcher(None, "scifact")  # type: ignore[arg-type]
+
+
+REQUEST_CASES = {name: {**stage, **({"candidates": 15} if stage["mode"] in ("hybrid-approx", "rrf", "minmax",
+                                                                          "os-hybrid") else {})}
+                 for name, stage in FIRST_STAGES.items()} | {
+    "bm25-title+abstract": {"mode": "bm25", "fields": "title+abstract"},
+    "minmax": {"mode": "minmax", "candidates": 15, "fields": "title+abstract"},
+    "hybrid-lam": {"mode": "hybrid", "lam": 0.25},
+    "hybrid-routed": {"mode": "hybrid", "exact_limit": 100, "union_candidates": 15},
+    "hybrid-filtered": {"mode": "hybrid", "filters": Filters(years=(2000, 2010), journals=("Nature",))},
+    "dense-filtered": {"mode": "dense", "filters": Filters(mesh=("Humans",))},
+    "bm25-filtered": {"mode": "bm25", "filters": Filters(years=(2005, None))},
+    "hybrid-approx-filtered": {"mode": "hybrid-approx", "candidates": 15, "filters": Filters(years=(None, 2012))},
+    "os-hybrid-filtered": {"mode": "os-hybrid", "candidates": 15, "filters": Filters(years=(None, 2012))},
+}
+"""The settings whose requests ``tests/data/first_stage_requests.json`` holds, as the searcher sent them before its
+modes became classes (two queries each, over the sample index): every first stage of the pipeline, and more."""
+REQUEST_QUERIES = ["Folic acid supplementation lowers homocysteine levels", "vitamin D deficiency and bone fractures"]
+
+
+def _vectors_named(value: object, vectors: list[list[float]]) -> object:
+    """``value`` with each query vector replaced by its name: the fixture keeps names, not another machine's floats
+    (the vectors themselves are compared with the encoder's here)."""
+    if isinstance(value, dict):
+        return {k: _vectors_named(v, vectors) for k, v in value.items()}
+    if isinstance(value, list):
+        for i, vector in enumerate(vectors):
+            if value == vector:
+                return f"<vector of query {i}>"
+        return [_vectors_named(v, vectors) for v in value]
+    return value
+
+
+def test_every_mode_sends_the_same_requests_as_before_its_class(opensearch, sample_index, default_encoder,
+                                                                neural_search) -> None:
+    """Byte for byte (keys in order), every request of every mode, as recorded before the refactoring."""
+    expected = json.loads((Path(__file__).parent / "data" / "first_stage_requests.json").read_text(encoding="utf-8"))
+    vectors = [default_encoder.encode([q], role="query")[0].tolist() for q in REQUEST_QUERIES]
+    assert len(expected) == 2 * len(REQUEST_CASES)
+    for name, settings in REQUEST_CASES.items():
+        searcher = Searcher.open(opensearch, sample_index, SearchSettings(**settings), encoder=default_encoder)
+        for i, query in enumerate(REQUEST_QUERIES):
+            if searcher.settings.mode == "os-hybrid" and not neural_search:
+                # The cluster refuses the query; the request it refused is the one built offline.
+                mode = searcher.mode()
+                sent = [(f"GET {sample_index}/_search?allow_partial_search_results=false&search_type="
+                         f"dfs_query_then_fetch", r.body) for r in mode.requests([Query("q", query, vectors[i])], 10)]
+            else:
+                sent = searcher.requests(query, 10)
+            got = [[path.replace(sample_index, "<index>"), _vectors_named(body, vectors)] for path, body in sent]
+            assert json.dumps(got) == json.dumps(expected[f"{name} / {i}"]), f"{name} / {i}"
 
 
 @pytest.mark.engines

@@ -127,7 +127,7 @@ def test_splitting_scifact_without_its_split_agrees_with_it(scifact: list[dict])
         agreed += len(gold & found)
     precision, recall = agreed / found_boundaries, agreed / gold_boundaries
     # Measured 0.9762 (P 0.9650, R 0.9876); the gold itself splits book tables of contents at dot leaders
-    # and numbers at "+/- ", which is most of the gap (benchmarks/sentence_splitters.py).
+    # and numbers at "+/- ", which is most of the gap (benchmarks/studies/sentence_splitters.py).
     assert 2 * precision * recall / (precision + recall) > 0.975
 
 

@@ -141,7 +141,7 @@ def gold(opensearch: OpenSearch, sample_index: str, shared_data: Path) -> dict[s
 
 @pytest.fixture(scope="module")
 def searcher(opensearch: OpenSearch, sample_index: str, default_encoder) -> Searcher:
-    return Searcher(opensearch, sample_index, encoder=default_encoder)
+    return Searcher.open(opensearch, sample_index, encoder=default_encoder)
 
 
 @pytest.fixture(scope="module")

@@ -181,7 +181,7 @@ def test_the_reranker_trains_on_gathered_supervision(with_negatives: Path, opens
     said: list[str] = []
     config = RerankerTraining(negatives_per_positive=3, max_length=64, validation_depth=5, max_steps=2,
                               positives_per_query=1)
-    report = train_reranker(Searcher(opensearch, sample_index), queries, qrels, tmp_path, config,
+    report = train_reranker(Searcher.open(opensearch, sample_index), queries, qrels, tmp_path, config,
                             supervision=read(with_negatives), log=said.append)
     assert report.steps == 2 and set(report.sources) == {"scifact", "pubmedqa"}
     # One group per training query with negatives; the dev claims validate and are never among them.

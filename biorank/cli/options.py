@@ -236,7 +236,7 @@ def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Se
     from biorank.retrieval.searcher import Searcher, SearchSettings
 
     given = {key: value for key, value in search.items() if value is not None}
-    found = Searcher(client(settings), index_name, SearchSettings(**given))
+    found = Searcher.open(client(settings), index_name, SearchSettings(**given))
     if found.needs_encoder:
         fetch_model(found.record.encoder_source)
     return found

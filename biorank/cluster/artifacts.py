@@ -1,10 +1,11 @@
-"""The pinned OpenSearch artifacts on Maven Central for each engine version, and a verified download of each.
+"""The pinned OpenSearch artifacts on Maven Central for each engine version.
 
 OpenSearch publishes no module zips and no native k-NN libraries to Maven Central, so the local node is
 assembled from a fixed set of files: the integ-test distribution, the painless and analysis-common module
 jars (with painless's own dependencies, never the ``org.opensearch`` core jars the distribution already has:
 a second copy fails start-up with "jar hell"), and the k-NN plugin zip. Each file is pinned by SHA-256, so a
-corrupted or substituted download is refused instead of started.
+corrupted or substituted download is refused instead of started (:mod:`biorank.downloads` fetches and verifies
+them).
 
 2.19.1 is pinned because it is the only 2.19.x for which Maven Central holds the k-NN plugin zip
 (2.19.2 to 2.19.4 are absent there). 3.4.0 has k-NN and security there but no neural-search of any 3.x
@@ -13,43 +14,11 @@ version, so ``os-hybrid`` exists on 2.19.1 only.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from biorank.downloads import Artifact
 from biorank.errors import ArtifactError
-
-MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
-
-ProgressCallback = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class Artifact:
-    group: str
-    name: str
-    version: str
-    packaging: str
-    sha256: str
-    size: int
-
-    @property
-    def coordinates(self) -> str:
-        return f"{self.group}:{self.name}:{self.version}:{self.packaging}"
-
-    @property
-    def filename(self) -> str:
-        return f"{self.name}-{self.version}.{self.packaging}"
-
-    @property
-    def repository_path(self) -> str:
-        """The file's path inside any Maven repository layout (Central, a mirror or ``~/.m2/repository``)."""
-        return f"{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.filename}"
 
 
 @dataclass(frozen=True)
@@ -192,82 +161,3 @@ def engine(version: str | None = None) -> Engine:
     if version not in ENGINES:
         raise ArtifactError(f"OpenSearch {version} is not one biorank assembles; choose {', '.join(ENGINES)}")
     return ENGINES[version]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _is_verified(path: Path, artifact: Artifact) -> bool:
-    return path.is_file() and path.stat().st_size == artifact.size and sha256_of(path) == artifact.sha256
-
-
-def repository_url() -> str:
-    """Maven Central unless ``BIORANK_MAVEN_REPO`` names a mirror (an in-house Nexus, say)."""
-    return os.environ.get("BIORANK_MAVEN_REPO", MAVEN_CENTRAL).rstrip("/")
-
-
-def fetch(artifact: Artifact, cache_dir: Path, progress: ProgressCallback | None = None) -> Path:
-    """The verified local copy of ``artifact``, downloaded into ``cache_dir`` on first use.
-
-    A copy already in the user's ``~/.m2/repository`` is reused when its hash matches, so a machine that
-    has fetched the artifacts with Maven works without network.
-    """
-    dest = cache_dir / "maven" / artifact.repository_path
-    if _is_verified(dest, artifact):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    partial = dest.with_name(dest.name + ".part")
-
-    local_m2 = Path.home() / ".m2" / "repository" / artifact.repository_path
-    if _is_verified(local_m2, artifact):
-        shutil.copyfile(local_m2, partial)
-        partial.replace(dest)
-        return dest
-
-    url = f"{repository_url()}/{artifact.repository_path}"
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, partial.open("wb") as out:
-            while chunk := response.read(1 << 16):
-                out.write(chunk)
-                if progress is not None:
-                    progress(len(chunk))
-    except urllib.error.HTTPError as e:
-        partial.unlink(missing_ok=True)
-        raise ArtifactError(
-            f"Maven repository answered {e.code} for {artifact.coordinates} ({url}); "
-            "set BIORANK_MAVEN_REPO if you use a mirror"
-        ) from None
-    except (urllib.error.URLError, OSError) as e:
-        partial.unlink(missing_ok=True)
-        reason = getattr(e, "reason", e)
-        raise ArtifactError(
-            f"cannot download {artifact.coordinates} from {repository_url()}: {reason}; check the network "
-            "or set BIORANK_MAVEN_REPO to a reachable mirror"
-        ) from None
-
-    if not _is_verified(partial, artifact):
-        got = sha256_of(partial)
-        partial.unlink(missing_ok=True)
-        raise ArtifactError(
-            f"{artifact.coordinates} from {url} failed verification (sha256 {got}, expected {artifact.sha256}); "
-            "the download was discarded"
-        )
-    partial.replace(dest)
-    return dest
-
-
-def missing_bytes(cache_dir: Path, artifacts: list[Artifact]) -> int:
-    """How much of ``artifacts`` a first start still has to download: what is neither in the cache nor in
-    ``~/.m2``."""
-    total = 0
-    for artifact in artifacts:
-        cached = cache_dir / "maven" / artifact.repository_path
-        local_m2 = Path.home() / ".m2" / "repository" / artifact.repository_path
-        if not (cached.is_file() or local_m2.is_file()):
-            total += artifact.size
-    return total

@@ -1,5 +1,9 @@
 """biorank's embedded default: a real OpenSearch with k-NN, assembled from Maven Central, of one node or several.
 
+This module runs the processes: it starts every node (as an unprivileged user under root), waits until the
+cluster answers, reports its status and stops it; :mod:`.assembly` builds the install it runs, :mod:`.layout`
+gives each node its ports and configuration.
+
 The nodes bind 127.0.0.1 only (which also keeps OpenSearch's production bootstrap checks off), keep their
 install, data and logs under one home directory, and outlive the command that started them: ``stop`` ends them.
 OpenSearch refuses to run as root, so a root caller gets the nodes run as an unprivileged system user.
@@ -21,29 +25,31 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from biorank.cluster import artifacts, security
-from biorank.cluster.java import VECTOR_MODULE, Java, find_java
+from biorank.cluster import artifacts, assembly, layout, security
+from biorank.cluster.assembly import jvm_options_for, vector_simd
+from biorank.cluster.java import Java, find_java
+from biorank.cluster.layout import DEFAULT_HTTP_PORT, DEFAULT_TRANSPORT_PORT, free_port, port_is_free
 from biorank.config import default_cache
 from biorank.errors import NodeStartError
+from biorank.types import Echo
 
-DEFAULT_HTTP_PORT = 9200
-DEFAULT_TRANSPORT_PORT = 9300
+__all__ = ["DEFAULT_HTTP_PORT", "DEFAULT_TRANSPORT_PORT", "LocalNode", "Member", "NodeSettings", "NodeStatus",
+           "default_home", "free_port", "jvm_options_for", "port_is_free", "vector_simd"]
+"""What others import from here; the ports and JVM helpers live in :mod:`.layout` and :mod:`.assembly`."""
+
 SERVICE_USER = "biorank"
-Echo = Callable[[str], None]
 
 
 def _xdg(var: str, fallback: str) -> Path:
@@ -116,77 +122,6 @@ class Member:
     running: bool
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # As the JVM does: a port whose last connections linger in TIME_WAIT (a node just stopped) is free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _plugin_descriptor(engine: artifacts.Engine, name: str, module: artifacts.Module) -> str:
-    # Exactly the keys OpenSearch knows (the same in 2.x and 3.x): an unknown key fails start-up.
-    v = engine.version
-    return (
-        f"description=The {name} module, assembled by biorank from Maven Central\n"
-        f"version={v}\nname={name}\nclassname={module.classname}\njava.version={engine.descriptor_java}\n"
-        f"opensearch.version={v}\ncustom.foldername=\nextended.plugins={module.extends}\n"
-        "has.native.controller=false\n"
-    )
-
-
-# The distribution's jvm.options adds the vector module on Java 20+, which fails start-up on a runtime
-# without it (a runtime trimmed by jlink): the line is kept only where the runtime has the module.
-_VECTOR_OPTION = f"20-:--add-modules={VECTOR_MODULE}"
-_PRISTINE_JVM_OPTIONS = "jvm.options.opensearch"
-
-
-# Lucene says at start-up whether its Panama (SIMD) vector scorer is on; the first such line decides.
-_SIMD_ON = "Java vector incubator API enabled"
-_SIMD_OFF = ("Java vector incubator module is not readable", "Java vector incubator module was enabled by",
-             "Vector bitsize and/or integer vectors enforcement", "does not support the Java vector incubator")
-
-
-def vector_simd(java: Java, console: str) -> str:
-    """Whether Lucene scores vectors with SIMD on ``java``: what the node's start-up output says, else what the
-    runtime implies (Lucene logs nothing on Java 17, and may log only at its first vector operation)."""
-    for line in console.splitlines():
-        if _SIMD_ON in line:
-            return "on (" + line[line.index(_SIMD_ON):].strip().rstrip(".") + ")"
-        if any(marker in line for marker in _SIMD_OFF):
-            return "off (" + line.split("] ")[-1].strip().rstrip(".") + ")"
-    if java.major < 20:
-        return f"off (Java {java.major}; Lucene's SIMD vector scoring needs Java 20 or later)"
-    if not java.vector_module:
-        return f"off (this Java {java.major} runtime lacks {VECTOR_MODULE})"
-    return f"on (Java {java.major} with {VECTOR_MODULE}; the node has not said so yet)"
-
-
-def jvm_options_for(java: Java, pristine: str) -> str:
-    """The distribution's ``jvm.options`` fitted to ``java``."""
-    if java.vector_module:
-        return pristine
-    return "".join(line for line in pristine.splitlines(keepends=True) if line.strip() != _VECTOR_OPTION)
-
-
-# Painless compiles scripts into classes of its own loader.
-_PAINLESS_POLICY = """grant {
-  permission java.lang.RuntimePermission "createClassLoader";
-  permission java.lang.RuntimePermission "getClassLoader";
-};
-"""
-
-
 def _http_json(url: str, timeout: float, users: security.Credentials | None = None) -> dict | None:
     request = urllib.request.Request(url)
     context = None
@@ -253,77 +188,16 @@ class LocalNode:
     def _state_file(self) -> Path:
         return self.settings.home / "node.json"
 
-    @property
-    def _marker(self) -> Path:
-        return self.install_dir / ".biorank-assembled"
-
     # Install -------------------------------------------------------------------------------------------
-    def _manifest(self) -> str:
-        return "\n".join(f"{a.coordinates} {a.sha256}" for a in self.engine.artifacts(self.settings.secure))
-
     def is_installed(self) -> bool:
-        return self._marker.is_file() and self._marker.read_text() == self._manifest()
+        """Whether this engine is assembled here from exactly its pinned artifacts."""
+        return assembly.is_assembled(self.install_dir, self.engine, self.settings.secure)
 
     def install(self) -> None:
         """Download (once, verified) and assemble the distribution, modules and k-NN plugin."""
-        if self.is_installed():
-            return
-        if self.settings.secure and isinstance(self.engine.security, str):
-            raise NodeStartError(self.engine.security)
-        downloads = self._download_all()
-        self.settings.home.mkdir(parents=True, exist_ok=True)
-        staging = self.settings.home / ".assembling"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        engine = self.engine
-        with zipfile.ZipFile(downloads[engine.distribution]) as z:
-            z.extractall(staging)
-        root = staging / f"opensearch-{engine.version}"
-        # zipfile drops the mode bits the scripts need.
-        for script in (root / "bin").iterdir():
-            script.chmod(0o755)
-        for name, module in engine.modules.items():
-            folder = root / "modules" / name
-            folder.mkdir()
-            for jar in module.jars:
-                shutil.copyfile(downloads[jar], folder / jar.filename)
-            (folder / "plugin-descriptor.properties").write_text(_plugin_descriptor(engine, name, module))
-            if name == "lang-painless":
-                (folder / "plugin-security.policy").write_text(_PAINLESS_POLICY)
-        plugins = dict(engine.plugins)
-        if self.settings.secure and isinstance(engine.security, artifacts.Artifact):
-            plugins["opensearch-security"] = engine.security
-        for folder, plugin in plugins.items():
-            with zipfile.ZipFile(downloads[plugin]) as z:
-                z.extractall(root / "plugins" / folder)
-        if self.settings.secure:
-            # As OpenSearch's plugin installer does: the plugin's configuration goes under config/.
-            (root / "plugins" / "opensearch-security" / "config").rename(root / "config" / "opensearch-security")
-        (root / ".biorank-assembled").write_text(self._manifest())
-        shutil.rmtree(self.install_dir, ignore_errors=True)
-        root.rename(self.install_dir)
-        staging.rmdir()
-
-    def _download_all(self) -> dict[artifacts.Artifact, Path]:
-        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-        cache = self.settings.cache_dir
-        wanted = self.engine.artifacts(self.settings.secure)
-        todo = artifacts.missing_bytes(cache, wanted)
-        if todo:
-            plugins = " and ".join(folder.removeprefix("opensearch-") for folder in self.engine.plugins)
-            self._echo(
-                f"downloading OpenSearch {self.engine.version} with {plugins} from "
-                f"{artifacts.repository_url()} ({todo / 1e6:.0f} MB, once) into {cache}"
-            )
-        with Progress(
-            "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            disable=not todo, transient=True,
-        ) as bar:
-            task = bar.add_task("OpenSearch artifacts", total=todo)
-            return {
-                a: artifacts.fetch(a, cache, lambda n: bar.advance(task, n)) for a in wanted
-            }
+        if not self.is_installed():
+            assembly.assemble(self.engine, self.settings.home, self.install_dir, self.settings.cache_dir,
+                              secure=self.settings.secure, echo=self._echo)
 
     @property
     def credentials(self) -> security.Credentials | None:
@@ -366,12 +240,12 @@ class LocalNode:
                 ports = [(urlsplit(m.url).port or DEFAULT_HTTP_PORT, m.transport_port) for m in members]
                 todo = [n for n, m in enumerate(members, 1) if not m.running]
                 for n in todo:
-                    self._check_port_free(ports[n - 1][0], f"node-{n}'s HTTP")
-                    self._check_port_free(ports[n - 1][1], f"node-{n}'s transport")
+                    layout.check_port_free(ports[n - 1][0], f"node-{n}'s HTTP")
+                    layout.check_port_free(ports[n - 1][1], f"node-{n}'s transport")
             else:
-                ports = self._choose_ports(self.size)
+                ports = layout.choose_ports(self.size, self.settings.port, self._echo)
                 todo = list(range(1, self.size + 1))
-            self._fit_jvm_options(java)
+            assembly.fit_jvm_options(self.install_dir, java)
             for n in todo:
                 self._configure(n, ports)
             run_as = self._service_user()
@@ -415,7 +289,7 @@ class LocalNode:
 
     def _write_state(self, version: str, java: Java, urls: list[str], ports: list[tuple[int, int]],
                      pids: dict[int, int]) -> None:
-        members = [{"name": self._node_name(n, len(urls)), "url": url, "transport": ports[n - 1][1],
+        members = [{"name": layout.node_name(n, len(urls)), "url": url, "transport": ports[n - 1][1],
                     "pid": pids.get(n)} for n, url in enumerate(urls, 1)]
         self._state_file.write_text(json.dumps({
             "engine": version, "java": str(java.home), "java_major": java.major, "members": members,
@@ -477,7 +351,7 @@ class LocalNode:
         state = self._state()
         members = self._members(state)
         installed = tuple(v for v in artifacts.ENGINES
-                          if (self.settings.home / f"opensearch-{v}" / ".biorank-assembled").is_file())
+                          if (self.settings.home / f"opensearch-{v}" / assembly.MARKER).is_file())
         running = [m for m in members if m.running]
         if not running:
             return NodeStatus(installed, False, None, None, None, members=members)
@@ -535,82 +409,27 @@ class LocalNode:
         zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
         return not zombie and b"org.opensearch.bootstrap.OpenSearch" in cmdline
 
-    def _choose_ports(self, size: int) -> list[tuple[int, int]]:
-        """(HTTP, transport) port of each node: ``--port`` and the ports after it, else 9200/9300 and after."""
-        wanted = self.settings.port
-        ports = []
-        for n in range(size):
-            what = "" if size == 1 else f"node-{n + 1}'s "
-            if wanted is not None:
-                http = self._check_port_free(wanted + n, f"{what}HTTP", "choose another with --port or ")
-            else:
-                http = self._default_or_free(DEFAULT_HTTP_PORT + n, f"{what}HTTP")
-            ports.append((http, self._default_or_free(DEFAULT_TRANSPORT_PORT + n, f"{what}transport")))
-        return ports
-
-    @staticmethod
-    def _check_port_free(port: int, what: str, advice: str = "") -> int:
-        if not port_is_free(port):
-            raise NodeStartError(f"{what} port {port} on 127.0.0.1 is taken by another process; {advice}stop "
-                                 "that process")
-        return port
-
-    def _default_or_free(self, default: int, what: str) -> int:
-        if port_is_free(default):
-            return default
-        port = free_port()
-        self._echo(f"{what} port {default} is taken; the local node uses {port} instead")
-        return port
-
-    @staticmethod
-    def _node_name(number: int, size: int) -> str:
-        return "biorank-local" if size == 1 else f"node-{number}"
-
     def _config_dir(self, number: int) -> Path:
         return self.install_dir / "config" if self.size == 1 else self.member_dir(number) / "config"
 
     def _configure(self, number: int, ports: list[tuple[int, int]]) -> None:
         """Write node ``number``'s configuration for a cluster whose nodes listen on ``ports``. Runs after
-        :meth:`_fit_jvm_options`: a node of several copies the install's configuration."""
-        config = self.install_dir / "config"
-        size = len(ports)
-        if size == 1:
-            data, discovery = self.data_dir, "discovery.type: single-node\n"
+        :func:`~.assembly.fit_jvm_options`: a node of several copies the install's configuration."""
+        if len(ports) == 1:
+            data = self.data_dir
         else:
-            shutil.copytree(config, self._config_dir(number), dirs_exist_ok=True)
+            shutil.copytree(self.install_dir / "config", self._config_dir(number), dirs_exist_ok=True)
             data = self.member_dir(number) / "data"
-            seeds = ", ".join(f'"127.0.0.1:{transport}"' for _, transport in ports)
-            managers = ", ".join(f'"{self._node_name(n, size)}"' for n in range(1, size + 1))
-            # The initial list matters only for the cluster's first election; later starts find the cluster.
-            discovery = f"discovery.seed_hosts: [{seeds}]\ncluster.initial_cluster_manager_nodes: [{managers}]\n"
         logs = self.log_path(number).parent
         for d in (data, logs, self._run_dir):
             d.mkdir(parents=True, exist_ok=True)
         s = self.settings
-        http_port, transport_port = ports[number - 1]
         target = self._config_dir(number)
         (target / "opensearch.yml").write_text(
-            f"cluster.name: {s.cluster_name}\n"
-            f"node.name: {self._node_name(number, size)}\n"
-            "network.host: 127.0.0.1\n"
-            f"http.port: {http_port}\n"
-            f"transport.port: {transport_port}\n"
-            + discovery +
-            f"path.data: {data.resolve()}\n"
-            f"path.logs: {logs.resolve()}\n"
-            # A laptop's nearly full disk must not turn every index read-only.
-            "cluster.routing.allocation.disk.threshold_enabled: false\n"
+            layout.node_configuration(cluster_name=s.cluster_name, number=number, ports=ports, data=data, logs=logs)
             + (security.configure_security(target, self.settings.home) if s.secure else "")
         )
         (target / "jvm.options.d" / "biorank-heap.options").write_text(f"-Xms{s.heap}\n-Xmx{s.heap}\n")
-
-    def _fit_jvm_options(self, java: Java) -> None:
-        config = self.install_dir / "config"
-        pristine = config / _PRISTINE_JVM_OPTIONS
-        if not pristine.is_file():
-            # Kept once, before biorank first fits the distribution's options to a Java.
-            shutil.copyfile(config / "jvm.options", pristine)
-        (config / "jvm.options").write_text(jvm_options_for(java, pristine.read_text()))
 
     def _reachable_java(self, java: Java, run_as: pwd.struct_passwd | None) -> Path:
         """``java.home``, or a copy in the node's home where the service user cannot enter it (a JDK installed

@@ -4,7 +4,7 @@ Snippet scoring compares offsets (``offsetInBeginSection``/``offsetInEndSection`
 section text exactly as the index stores it, so every span here is an offset into the untouched text: nothing
 is normalised, only surrounding whitespace is left out of a span.
 
-The splitter is segtok (``benchmarks/sentence_splitters.py`` has the measurement that chose it). It is
+The splitter is segtok (``benchmarks/studies/sentence_splitters.py`` has the measurement that chose it). It is
 imported on first use so that importing the CLI does not pay for it.
 """
 

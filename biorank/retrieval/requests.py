@@ -1,5 +1,6 @@
-"""The request bodies of the first stage, built without a cluster (so they can be tested and printed offline):
-BM25 field sets, kNN, and Ma et al.'s hybrid score ``λ·BM25(q, p) + ⟨q, p⟩`` computed exactly inside OpenSearch."""
+"""The query clauses of the first stage, built without a cluster (so they can be tested and printed offline):
+BM25 field sets, kNN, and Ma et al.'s hybrid score ``λ·BM25(q, p) + ⟨q, p⟩`` computed exactly inside OpenSearch.
+The modes (:mod:`biorank.retrieval.modes`) compose them into whole request bodies."""
 
 from __future__ import annotations
 
@@ -120,28 +121,3 @@ def knn_query(vector: list[float] | None, k: int, filters: Sequence[dict] = ()) 
     if filters:
         knn["filter"] = {"bool": {"filter": list(filters)}}
     return {"knn": {"embedding": knn}}
-
-
-def search_body(mode: str, fields: str, text: str, vector: list[float] | None, pieces: str | None, size: int, *,
-                lam: float, candidates: dict = MATCH_ALL, filters: Sequence[dict] = (), explain: bool = False,
-                light: bool = False) -> dict:
-    """One search of a first-stage mode, collapsed on ``id`` so each document is represented by its best block;
-    ``filters`` restrict every mode inside OpenSearch; ``light`` asks for ids only (candidate lists)."""
-    body: dict = {"size": size, "collapse": {"field": "id"}, "_source": ["id", "title", "block"]}
-    if light:
-        # Candidate lists need ids and scores only.
-        body["_source"] = ["id"]
-    if mode == "bm25":
-        body["query"] = filtered(text_query(fields, text, pieces), filters)
-    elif mode == "dense":
-        # kNN returns blocks; asking for more than ``size`` leaves enough documents after collapsing.
-        body["query"] = knn_query(vector, max(size * 3, 100), filters)
-    elif mode == "dense-exact":
-        body["query"] = dense_query(vector, candidates=candidates, filters=filters)
-    else:
-        body["query"] = hybrid_query(text_query(fields, text, pieces), vector, lam=lam,
-                                     candidates=candidates, filters=filters)
-        body["script_fields"] = {"dense": dense_script_field(vector)}
-    if explain:
-        body["explain"] = True
-    return body

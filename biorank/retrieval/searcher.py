@@ -17,7 +17,9 @@ collapse on ``id`` so a document is represented by its best block (MaxP). Modes:
   arithmetic mean), the peer's implementation run side by side; it cannot collapse, so blocks are folded
   into documents here, keeping each document's first (best) block.
 
-User text reaches the cluster only as ``match`` text and as script ``params``.
+Each mode is a class of :mod:`biorank.retrieval.modes`, which builds its request bodies and reads its answers;
+the :class:`Searcher` keeps the index, its record, the encoder and the transport. User text reaches the cluster
+only as ``match`` text and as script ``params``.
 """
 
 from __future__ import annotations
@@ -25,30 +27,25 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
 from biorank.retrieval.filters import FilterError, Filters
-from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
-from biorank.retrieval.requests import MATCH_ALL, SHIFT, filtered, knn_query, search_body, text_query
+from biorank.retrieval.modes import MODE_TABLE, FirstStageMode, Mode, Query, Request
 from biorank.store.failures import reason
 from biorank.store.names import check_index_name
-from biorank.store.record import IndexRecord, check_record
-from biorank.store.server import server_version
-from biorank.types import Hit
+from biorank.store.record import IndexRecord, read_record, verify_record
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
     from biorank.models.encoder import Encoder
+    from biorank.types import Hit
 
-MODES = ("bm25", "dense", "dense-exact", "hybrid", "hybrid-approx", "rrf", "minmax", "os-hybrid")
-OS_HYBRID_PIPELINE = {"phase_results_processors": [{"normalization-processor": {
-    "normalization": {"technique": "min_max"},
-    "combination": {"technique": "arithmetic_mean", "parameters": {"weights": [0.5, 0.5]}}}}]}
-"""The search pipeline of ``os-hybrid``: neural-search's normalisation, min-max and equal-weight mean."""
+MODES = tuple(MODE_TABLE)
+"""Every first-stage mode's name, in the table's order."""
 FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+bigrams")
 MAX_QUERY_CHARS = 4000
 EXACT_LIMIT = 50_000
@@ -93,7 +90,7 @@ class SearchSettings:
 
     def takes_union(self, blocks: int) -> bool:
         """Whether ``hybrid`` over an index of ``blocks`` blocks scores the candidate union, not every block."""
-        return self.mode == "hybrid" and blocks > self.exact_limit
+        return self.mode_class.larger is not None and blocks > self.exact_limit
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -108,36 +105,86 @@ class SearchSettings:
             raise QueryError("exact_limit must be at least 0")
 
     @property
+    def mode_class(self) -> type[FirstStageMode]:
+        """The class of :attr:`mode` in :data:`~biorank.retrieval.modes.MODE_TABLE`: what it needs and how it is
+        described."""
+        return MODE_TABLE[self.mode]
+
+    @property
     def field_set(self) -> str:
-        return self.fields or ("text" if self.mode == "bm25" else "passage")
+        """The BM25 field set: the settings' own, else the mode's default (``text`` for ``bm25``, ``passage`` for
+        the modes that score blocks)."""
+        return self.fields or self.mode_class.default_fields
 
 
 class Searcher:
-    """Searches one biorank documents index.
+    """Searches one biorank documents index: keeps the index, its record, the query encoder and the transport,
+    and runs the settings' mode (a class of :data:`~biorank.retrieval.modes.MODE_TABLE`) over it.
 
-    >>> hits = Searcher(client, "scifact").search("vitamin B12 and homocysteine", k=10)  # doctest: +SKIP
+    The constructor reads nothing from the cluster and loads no model: :meth:`open` reads the index's record,
+    :meth:`load` loads the encoder (a search loads it on first use where its mode needs one).
+
+    Example:
+        >>> searcher = Searcher.open(connect(), "scifact")  # doctest: +SKIP
+        >>> hits = searcher.search("vitamin B12 and homocysteine", k=10)  # doctest: +SKIP
     """
 
-    def __init__(self, client: OpenSearch, index: str, settings: SearchSettings | None = None, *,
-                 encoder: Encoder | None = None) -> None:
+    def __init__(self, client: OpenSearch, record: IndexRecord, settings: SearchSettings | None = None, *,
+                 encoder: Encoder | None = None, blocks: int | None = None) -> None:
+        """A searcher over the index of ``record``, without a request.
+
+        Args:
+            client: the cluster's client.
+            record: the index's record, as :meth:`open` or :func:`~biorank.store.record.read_record` gives it.
+            settings: how to search (the default :class:`SearchSettings` is the exact hybrid).
+            encoder: a query encoder loaded already (shared between searchers), checked against the record.
+            blocks: how many blocks the index holds, where the caller knows (else asked at the first search
+                that needs it).
+        """
+        if not isinstance(record, IndexRecord):
+            # The constructor reads nothing; the old two-argument call is named, not misread.
+            raise TypeError(f"Searcher(client, {record!r}) takes an index record; open an index by its name with "
+                            f"Searcher.open(client, {record!r})")
         self.client = client
-        self.index = check_index_name(index)
+        self.record = record
+        self.index = check_index_name(record.index)
         self.settings = settings or SearchSettings()
-        self.record: IndexRecord = check_record(client, index)
+        verify_record(record)
         self._encoder = encoder
-        self._blocks: int | None = None
+        self._blocks = blocks
         if encoder is not None and self.needs_encoder:
-            check_record(client, index, model=encoder.model_name)
+            verify_record(record, model=encoder.model_name)
+
+    @classmethod
+    def open(cls, client: OpenSearch, index: str, settings: SearchSettings | None = None, *,
+             encoder: Encoder | None = None) -> Searcher:
+        """The searcher of index ``index``, its record read from the cluster (the one request it makes).
+
+        Args:
+            client: the cluster's client (:func:`~biorank.store.client.connect`).
+            index: the documents index's name.
+            settings: how to search.
+            encoder: a query encoder loaded already; it must be the one the index was built with.
+
+        Returns:
+            The searcher; an index biorank did not build, or built otherwise, is refused with one line
+            (:class:`~biorank.store.record.IndexMismatch`).
+
+        Example:
+            >>> bm25 = Searcher.open(connect(), "scifact", SearchSettings(mode="bm25"))  # doctest: +SKIP
+        """
+        return cls(client, read_record(client, check_index_name(index)), settings, encoder=encoder)
 
     @property
     def lam(self) -> float:
+        """λ of the hybrid score: the settings' own, else the index's tuned one, else its encoder's default."""
         if self.settings.lam is not None:
             return self.settings.lam
         return self.record.lam
 
     @property
     def blocks(self) -> int:
-        """How many blocks the index holds (asked once)."""
+        """How many blocks the index holds (asked once, and shared by the searchers :meth:`with_search` makes)."""
         if self._blocks is None:
             self._blocks = int(self.client.count(index=self.index)["count"])
         return self._blocks
@@ -146,7 +193,8 @@ class Searcher:
     def route(self) -> str:
         """The mode that runs: the settings' own, except ``hybrid`` over more than ``exact_limit`` blocks, which
         takes ``hybrid-approx``'s candidate union."""
-        return "hybrid-approx" if self.settings.takes_union(self.blocks) else self.settings.mode
+        mode = self.settings.mode_class
+        return mode.larger if mode.larger and self.settings.takes_union(self.blocks) else self.settings.mode
 
     @property
     def route_note(self) -> str | None:
@@ -165,36 +213,73 @@ class Searcher:
     @property
     def needs_encoder(self) -> bool:
         """Whether this mode encodes queries (vectors, or word pieces of the query)."""
-        return self.settings.mode != "bm25" or self.settings.field_set.startswith("wordpieces")
+        return self.settings.mode_class.vectors or self.settings.field_set.startswith("wordpieces")
 
     @property
-    def encoder(self) -> Encoder:
+    def encoder(self) -> Encoder | None:
+        """The query encoder, once given or loaded (:meth:`load`); None before."""
+        return self._encoder
+
+    def load(self) -> Encoder:
+        """Loads the index's query encoder, unless it is loaded already (a service does this before its first
+        request, so that no query's time includes a load).
+
+        The index records how its encoder was named when it was built (a folder, a hub name) and the prefixes it
+        used; loading that again must give the same weights, which the record's model identity checks.
+
+        Returns:
+            The encoder, shared with every searcher :meth:`with_search` makes afterwards.
+
+        Example:
+            >>> Searcher.open(connect(), "scifact").load().model_name  # doctest: +SKIP
+        """
         if self._encoder is None:
             from biorank.models.encoder import Encoder
             from biorank.models.prefixes import Prefixes
 
-            # The index records how its encoder was named when it was built (a folder, a hub name) and the
-            # prefixes it used, and loading that again must give the same weights: the model check below makes
-            # sure of it.
-            self._encoder = Encoder(self.record.encoder_source, stage="queries",
-                                    precision=self.settings.precision,  # type: ignore[arg-type]
-                                    prefixes=Prefixes.from_mapping(self.record.prefixes))
-            check_record(self.client, self.index, model=self._encoder.model_name)
+            encoder = Encoder(self.record.encoder_source, stage="queries",
+                              precision=self.settings.precision,  # type: ignore[arg-type]
+                              prefixes=Prefixes.from_mapping(self.record.prefixes))
+            verify_record(self.record, model=encoder.model_name)
+            self._encoder = encoder
         return self._encoder
 
+    def mode(self) -> Mode:
+        """The mode that runs (:attr:`route`), built from :data:`~biorank.retrieval.modes.MODE_TABLE` with these
+        settings: what builds the request bodies and reads the answers."""
+        return MODE_TABLE[self.route](fields=self.settings.field_set, lam=self.lam,
+                                      filters=tuple(self.settings.filters.clauses()), candidates=self.candidates,
+                                      rrf_k=self.settings.rrf_k)
+
     def with_settings(self, **changes: Any) -> Searcher:
-        """The same index, client and encoder with some settings changed (a λ grid, another mode)."""
+        """The same index, client and encoder with some settings changed (a λ grid, another mode).
+
+        Example:
+            >>> searcher.with_settings(mode="bm25", fields="passage").search("statins")  # doctest: +SKIP
+        """
         return self.with_search(replace(self.settings, **changes))
 
     def with_search(self, settings: SearchSettings) -> Searcher:
-        """The same index, client and encoder searching with ``settings``."""
-        clone = Searcher.__new__(Searcher)
-        clone.__dict__.update(self.__dict__)
-        clone.settings = settings
-        return clone
+        """The same index, client, record and encoder searching with ``settings`` (nothing read or loaded)."""
+        return Searcher(self.client, self.record, settings, encoder=self._encoder, blocks=self._blocks)
 
     # Public API ------------------------------------------------------------------------------------------
     def search(self, query: str, k: int = 10, *, explain: bool = False) -> list[Hit]:
+        """The top ``k`` documents for one query, one hit per document, best first.
+
+        Args:
+            query: what a person typed (at most :data:`MAX_QUERY_CHARS` characters).
+            k: how many documents to return.
+            explain: ask OpenSearch how each score was made (``Hit.explanation``).
+
+        Returns:
+            The hits, each with the score parts its mode knows (``bm25``, ``dense``, ``hybrid``). The encoder is
+            loaded on the first search whose mode needs it (:meth:`load`).
+
+        Example:
+            >>> for hit in searcher.search("Does folic acid lower homocysteine?", k=3):  # doctest: +SKIP
+            ...     print(hit.rank, hit.id, hit.bm25, hit.dense, hit.title)
+        """
         return self.search_many({"q": query}, k, explain=explain)["q"]
 
     def search_many(self, queries: Mapping[str, str], k: int = 10, *, explain: bool = False,
@@ -209,7 +294,7 @@ class Searcher:
         items = list(queries.items())
         for start in range(0, len(items), batch):
             chunk = dict(items[start : start + batch])
-            results.update(self._search_chunk(chunk, k, explain, vectors=vectors))
+            results.update(self._run(chunk, k, explain, vectors=vectors))
             if progress is not None:
                 progress(len(chunk))
         return results
@@ -221,13 +306,13 @@ class Searcher:
         real run; what is printed is what was sent.
         """
         sent: list[tuple[str, dict]] = []
-        self._search_chunk({"q": query}, k, False, sent)
+        self._run({"q": query}, k, False, sent=sent)
         return sent
 
     # Internals -------------------------------------------------------------------------------------------
-    def _search_chunk(self, queries: dict[str, str], k: int, explain: bool,
-                      sent: list[tuple[str, dict]] | None = None,
-                      vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
+    def _run(self, queries: dict[str, str], k: int, explain: bool, *, sent: list[tuple[str, dict]] | None = None,
+             vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
+        """One batch through the mode: its rounds of requests, then its hits."""
         for qid, text in queries.items():
             _check_query(qid, text)
         if self.settings.filters and not self.record.filterable:
@@ -235,126 +320,72 @@ class Searcher:
             raise FilterError(f"index {self.index!r} was built before biorank stored year, journal and MeSH on "
                               f"every block, so it cannot be filtered; rebuild it with `biorank index ... --index "
                               f"{self.index} --recreate`")
-        mode = self.route
-        if mode == "bm25":
+        mode = self.mode()
+        if not mode.vectors:
             vectors = {}
         elif vectors is None or not queries.keys() <= vectors.keys():
-            vectors = encode_queries(self.encoder, queries)
+            vectors = encode_queries(self.load(), queries)
         for qid in queries:
-            if qid in vectors and len(vectors[qid]) != self.record.dimension:
-                # OpenSearch would answer with a stack of script errors per shard.
-                raise QueryError(f"the vector of query {qid!r} has {len(vectors[qid])} dimensions; index "
-                                 f"{self.index!r} holds {self.record.dimension}-dimensional vectors of "
-                                 f"{self.record.model}")
-            if qid in vectors and abs(math.fsum(x * x for x in vectors[qid]) - 1) > 1e-3:
-                # The exact scores read ⟨q, p⟩ as the cosine of unit vectors (requests.py), as the encoder gives.
-                raise QueryError(f"the vector of query {qid!r} is not a unit vector; normalise it first")
+            if qid in vectors:
+                self._check_vector(qid, vectors[qid])
         pieces = self._pieces(queries)
-        if mode in ("bm25", "dense", "dense-exact", "hybrid"):
-            bodies = {q: self._body(mode, queries[q], vectors.get(q), pieces.get(q), k, MATCH_ALL, explain)
-                      for q in queries}
-            answers = self._msearch(bodies, sent, lambda _: mode in ("bm25", "hybrid"))
-            return {q: self._hits(answers[q], mode) for q in queries}
+        batch = [Query(q, text, vectors.get(q), pieces.get(q)) for q, text in queries.items()]
+        answers: dict[Hashable, dict] | None = None
+        for _ in range(mode.rounds):
+            answers = self._send(mode, mode.requests(batch, k, answers, explain=explain), sent)
+        assert answers is not None
+        return mode.hits(batch, k, answers)
 
-        K = self.candidates
-        if mode == "os-hybrid":
-            return {q: self._os_hybrid(queries[q], vectors[q], pieces.get(q), k, sent) for q in queries}
-        first: dict[tuple[str, str], dict] = {}
-        for q in queries:
-            first[(q, "bm25")] = self._body("bm25", queries[q], None, pieces.get(q), K, MATCH_ALL, False,
-                                                  light=True)
-            first[(q, "dense")] = self._body("dense", queries[q], vectors[q], None, K, MATCH_ALL, False,
-                                                   light=True)
-        answers = self._msearch(first, sent, lambda key: key[1] == "bm25")
-        if mode == "hybrid-approx":
-            bodies = {}
-            for q in queries:
-                # Every block of a candidate document is scored: its best hybrid block need not be the best
-                # BM25 block nor the best kNN block.
-                docs = sorted({h["_source"]["id"] for side in ("bm25", "dense")
-                               for h in answers[(q, side)]["hits"]["hits"]})
-                candidates = {"terms": {"id": docs}}
-                bodies[q] = self._body("hybrid", queries[q], vectors[q], pieces.get(q), k, candidates,
-                                             explain)
-            final = self._msearch(bodies, sent, lambda _: True)
-            return {q: self._hits(final[q], "hybrid") for q in queries}
-        fuse = rrf_fusion if mode == "rrf" else minmax_fusion
-        results = {}
-        for q in queries:
-            bm25_hits = self._hits(answers[(q, "bm25")], "bm25")
-            dense_hits = self._hits(answers[(q, "dense")], "dense")
-            results[q] = fuse(bm25_hits, dense_hits, k=k, rrf_k=self.settings.rrf_k)
-        return results
-
-    def _os_hybrid(self, text: str, vector: list[float], pieces: str | None, k: int,
-                   sent: list[tuple[str, dict]] | None) -> list[Hit]:
-        K = self.candidates
-        # Each sub-query carries the clauses every other mode sends, so the two lists it fuses are of the filtered set.
-        where = self.settings.filters.clauses()
-        body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
-            filtered(text_query(self.settings.field_set, text, pieces), where), knn_query(vector, K, where)]}},
-            # A temporary pipeline, part of the request: nothing cluster-wide is created or overwritten.
-            "search_pipeline": OS_HYBRID_PIPELINE}
-        options = request_options(text_scored=True)
-        if sent is not None:
-            sent.append((f"GET {self.index}/_search?{_query_string(options)}", body))
-        from opensearchpy.exceptions import RequestError, TransportError
-
-        try:
-            response = self.client.search(index=self.index, body=body, params=_as_params(options))
-        except TransportError as e:
-            if not isinstance(e, RequestError) or ("hybrid" not in str(e.info) and "normalization" not in str(e.info)):
-                error = e.info.get("error", e.error) if isinstance(e.info, dict) else e.error
-                raise BiorankError(refusal(self.settings.mode, self.index, error)) from None
-            reason = e.info.get("error", {}).get("reason", "") if isinstance(e.info, dict) else e.info
-            version = server_version(self.client)
-            if version and int(version.split(".")[0]) >= 3:
-                advice = ("Maven Central has no 3.x build of it, so biorank's 3.x node cannot have it; "
-                          "`--mode minmax` is the same normalisation done by biorank, or use a 2.19.1 node")
-            else:
-                advice = "biorank's 2.19.1 node has it (restart an older one to reassemble it)"
-            raise BiorankError(
-                f"os-hybrid needs OpenSearch's neural-search plugin, which this cluster"
-                f"{f' (OpenSearch {version})' if version else ''} lacks ({e.error}: {reason}); {advice}"
-            ) from None
-        best: dict[str, dict] = {}
-        for h in response["hits"]["hits"]:
-            best.setdefault(h["_source"]["id"], h)
-        return [replace(hit, rank=rank) for rank, hit in
-                enumerate(_parse_hits(list(best.values())[:k], "os-hybrid", self.lam), 1)]
-
-    def _body(self, mode: str, text: str, vector: list[float] | None, pieces: str | None, size: int,
-              candidates: dict, explain: bool, *, light: bool = False) -> dict:
-        return search_body(mode, self.settings.field_set, text, vector, pieces, size, lam=self.lam,
-                           candidates=candidates, filters=self.settings.filters.clauses(), explain=explain,
-                           light=light)
+    def _check_vector(self, qid: str, vector: Sequence[float]) -> None:
+        if len(vector) != self.record.dimension:
+            # OpenSearch would answer with a stack of script errors per shard.
+            raise QueryError(f"the vector of query {qid!r} has {len(vector)} dimensions; index "
+                             f"{self.index!r} holds {self.record.dimension}-dimensional vectors of "
+                             f"{self.record.model}")
+        if abs(math.fsum(x * x for x in vector) - 1) > 1e-3:
+            # The exact scores read ⟨q, p⟩ as the cosine of unit vectors (requests.py), as the encoder gives.
+            raise QueryError(f"the vector of query {qid!r} is not a unit vector; normalise it first")
 
     def _pieces(self, queries: dict[str, str]) -> dict[str, str]:
         if not self.settings.field_set.startswith("wordpieces"):
             return {}
-        tokenized = self.encoder.tokenize_batch(list(queries.values()))
+        tokenized = self.load().tokenize_batch(list(queries.values()))
         return {q: " ".join(p) for q, p in zip(queries, tokenized, strict=True)}
 
-    def _msearch(self, bodies: Mapping[Any, dict], sent: list[dict] | None,
-                 text_scored: Callable[[Any], bool]) -> dict[Any, dict]:
-        """Answers of ``bodies`` in one ``_msearch``; ``text_scored(key)`` says whether that body scores by BM25."""
-        keys = list(bodies)
+    def _send(self, mode: Mode, requests: Sequence[Request],
+              sent: list[tuple[str, dict]] | None) -> dict[Hashable, dict]:
+        """The answers of one round: the batched requests in one ``_msearch``, then each ``alone`` one by itself."""
+        answers: dict[Hashable, dict] = {}
+        batched = [r for r in requests if not r.alone]
         lines: list[dict] = []
-        for key in keys:
-            options = request_options(text_scored(key))
-            lines += [{"index": self.index, **options}, bodies[key]]
+        for request in batched:
+            options = request_options(request.text_scored)
+            lines += [{"index": self.index, **options}, request.body]
             if sent is not None:
-                sent.append((f"GET {self.index}/_search?{_query_string(options)}", bodies[key]))
-        responses = self.client.msearch(body=lines)["responses"]
-        answers = {}
-        for key, response in zip(keys, responses, strict=True):
+                sent.append((f"GET {self.index}/_search?{_query_string(options)}", request.body))
+        responses = self.client.msearch(body=lines)["responses"] if lines else []
+        for request, response in zip(batched, responses, strict=True):
             if "error" in response:
                 raise BiorankError(refusal(self.settings.mode, self.index, response["error"]))
-            answers[key] = response
+            answers[request.key] = response
+        for request in (r for r in requests if r.alone):
+            options = request_options(request.text_scored)
+            if sent is not None:
+                sent.append((f"GET {self.index}/_search?{_query_string(options)}", request.body))
+            answers[request.key] = self._search_alone(mode, request.body, options)
         return answers
 
-    def _hits(self, response: dict, mode: str) -> list[Hit]:
-        return list(_parse_hits(response["hits"]["hits"], mode, self.lam))
+    def _search_alone(self, mode: Mode, body: dict, options: Mapping[str, Any]) -> dict:
+        from opensearchpy.exceptions import TransportError
+
+        try:
+            return self.client.search(index=self.index, body=body, params=_as_params(options))
+        except TransportError as e:
+            message = mode.refused(e, self.client)
+            if message is None:
+                error = e.info.get("error", e.error) if isinstance(e.info, dict) else e.error
+                message = refusal(self.settings.mode, self.index, error)
+            raise BiorankError(message) from None
 
 
 def request_options(text_scored: bool) -> dict[str, Any]:
@@ -408,31 +439,3 @@ def _check_query(qid: str, text: str) -> None:
         raise QueryError(f"query {qid!r} is empty")
     if len(text) > MAX_QUERY_CHARS:
         raise QueryError(f"query {qid!r} has {len(text)} characters; at most {MAX_QUERY_CHARS} are accepted")
-
-
-def lucene_inner_product(score: float) -> float:
-    """⟨q, p⟩ back from a Lucene ``innerproduct`` kNN score (1 + ip for ip >= 0, 1 / (1 - ip) below)."""
-    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
-
-
-def _parse_hits(raw: Sequence[dict], mode: str, lam: float) -> Iterator[Hit]:
-    for rank, h in enumerate(raw, 1):
-        source = h.get("_source", {})
-        score = float(h["_score"])
-        common = {"id": source.get("id", h["_id"]), "title": source.get("title", ""), "rank": rank,
-                  "block": source.get("block", 0), "explanation": h.get("_explanation")}
-        if mode == "bm25":
-            yield Hit(score=score, bm25=score, **common)
-        elif mode == "os-hybrid":
-            yield Hit(score=score, **common)
-        elif mode == "dense":
-            dense = lucene_inner_product(score)
-            yield Hit(score=dense, dense=dense, **common)
-        elif mode == "dense-exact":
-            yield Hit(score=score - SHIFT, dense=score - SHIFT, **common)
-        else:
-            dense = float(h["fields"]["dense"][0])
-            hybrid = score - SHIFT
-            # The BM25 part is what is left of the score; with λ = 0 it did not count and is not known.
-            bm25 = (hybrid - dense) / lam if lam > 0 else None
-            yield Hit(score=hybrid, bm25=bm25, dense=dense, hybrid=hybrid, **common)

@@ -103,14 +103,28 @@ class Reranker:
         self.weight = weight
 
     @classmethod
-    def for_index(cls, searcher: Searcher, model: str | None = None, *, precision: Precision = "auto",
-                  depth: int = DEFAULT_DEPTH, weight: float | None = None, length: int = DEFAULT_LENGTH) -> Reranker:
-        """The stage with cross-encoder ``model`` (a folder or hub name), else the index's own, else the shipped
-        one, reading ``length`` word pieces of each pair; ``weight`` None takes the one tuned for the index and
-        that cross-encoder (:func:`index_weight`)."""
-        from biorank.models.cross_encoder import CrossEncoder
+    def for_index(cls, searcher: Searcher, model: CrossEncoder | str | Path | None = None, *,
+                  precision: Precision = "auto", depth: int = DEFAULT_DEPTH, weight: float | None = None,
+                  length: int = DEFAULT_LENGTH) -> Reranker:
+        """The rerank stage of ``searcher``'s index, its cross-encoder and weight chosen from the index's record.
 
-        cross_encoder = CrossEncoder(model or index_reranker(searcher.record), precision=precision, max_length=length)
+        Args:
+            searcher: the first stage's searcher (its client, index and record).
+            model: a cross-encoder loaded already (shared; read at ``length`` without loading it again), a folder
+                or a hub name; None takes the index's own, else the shipped one (:func:`choose_cross_encoder`).
+            precision: the backend of a cross-encoder loaded here.
+            depth: how many of the first stage's hits are reordered.
+            weight: the cross-encoder's share of the final score; None takes the one ``tune-rerank`` stored for the
+                index and that cross-encoder, else :data:`DEFAULT_WEIGHT` (:func:`index_weight`).
+            length: word pieces of each (query, title + abstract) pair the cross-encoder reads.
+
+        Returns:
+            The stage, its model loaded.
+
+        Example:
+            >>> Reranker.for_index(searcher, depth=30).rerank("vitamin D and fractures", hits)  # doctest: +SKIP
+        """
+        cross_encoder = choose_cross_encoder(searcher.record, model, precision=precision, max_length=length)
         if weight is None:
             weight = index_weight(searcher.record, cross_encoder)
         return cls(cross_encoder, searcher.client, searcher.index, depth=depth, weight=weight)
@@ -154,6 +168,40 @@ def index_reranker(record: IndexRecord) -> str:
         raise RerankerError(f"the reranker of index {index!r} is not on this machine: {model} does not exist; "
                             f"train it again, or name one with --reranker (e.g. {SHIPPED_RERANKER}, the shipped one)")
     return model
+
+
+def choose_cross_encoder(record: IndexRecord, model: CrossEncoder | str | Path | None = None, *,
+                         precision: Precision = "auto", max_length: int = DEFAULT_LENGTH,
+                         batch_size: int | None = None) -> CrossEncoder:
+    """The one place that chooses a cross-encoder: for the rerank stage (:meth:`Reranker.for_index`, and so the
+    pipeline) and for the snippets' relevance perspective
+    (:func:`~biorank.stages.snippets.sentence_reranker`), so every path reads the same model.
+
+    Args:
+        record: the index's record, which may name a cross-encoder of its own (``biorank train-reranker``).
+        model: a cross-encoder loaded already, a folder or a hub name; None takes the index's own, else the shipped
+            one (:func:`index_reranker`).
+        precision: the backend of a cross-encoder loaded here.
+        max_length: the word pieces of each pair it reads; a loaded one is read at this length without loading
+            it again.
+        batch_size: pairs per batch; None keeps a loaded one's, or the model's default.
+
+    Returns:
+        The cross-encoder.
+
+    Example:
+        >>> choose_cross_encoder(searcher.record, max_length=128).model_name  # doctest: +SKIP
+    """
+    from biorank.models.cross_encoder import CrossEncoder
+
+    if isinstance(model, CrossEncoder):
+        if model.max_length == max_length and batch_size in (None, model.batch_size):
+            return model
+        # A shared model read at another length: the same weights, nothing loaded again.
+        return model.resized(max_length=max_length, batch_size=batch_size or model.batch_size)
+    shape = {"batch_size": batch_size} if batch_size is not None else {}
+    return CrossEncoder(str(model) if model else index_reranker(record), precision=precision, max_length=max_length,
+                        **shape)
 
 
 def index_weight(record: IndexRecord, cross_encoder: CrossEncoder | str) -> float:

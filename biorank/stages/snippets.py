@@ -250,21 +250,33 @@ class SnippetRun:
 
 def sentence_reranker(record: IndexRecord, model: CrossEncoder | str | Path | None = None, *,
                       precision: Precision = "auto") -> CrossEncoder:
-    """The cross-encoder of the relevance perspective, at sentence length: ``model`` (one loaded already, a
-    folder or a hub name), else the index's trained reranker, else the shipped one."""
-    from biorank.models.cross_encoder import CrossEncoder
-    from biorank.stages.rerank import index_reranker
+    """The cross-encoder of the relevance perspective, at sentence length (:data:`SENTENCE_MAX_LENGTH`), chosen as
+    the rerank stage chooses its own (:func:`~biorank.stages.rerank.choose_cross_encoder`).
 
-    if isinstance(model, CrossEncoder):
-        return model.resized(max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
-    source = str(model) if model else index_reranker(record)
-    return CrossEncoder(source, max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH, precision=precision)
+    Args:
+        record: the index's record.
+        model: one loaded already (read at sentence length without loading it again), a folder or a hub name;
+            None takes the index's trained reranker, else the shipped one.
+        precision: the backend of a cross-encoder loaded here.
+
+    Returns:
+        The cross-encoder, scoring batches of :data:`SENTENCE_BATCH` pairs.
+
+    Example:
+        >>> scorer = SnippetScorer.open(searcher, reranker=sentence_reranker(searcher.record))  # doctest: +SKIP
+    """
+    from biorank.stages.rerank import choose_cross_encoder
+
+    return choose_cross_encoder(record, model, precision=precision, max_length=SENTENCE_MAX_LENGTH,
+                                batch_size=SENTENCE_BATCH)
 
 
 class SnippetScorer:
     """Scores the sentences of the top documents of queries from the four perspectives.
 
-    >>> scorer = SnippetScorer(searcher, reranker=sentence_reranker(searcher.record))  # doctest: +SKIP
+    The constructor reads nothing from the cluster; :meth:`open` also makes sure the sentences index is there.
+
+    >>> scorer = SnippetScorer.open(searcher, reranker=sentence_reranker(searcher.record))  # doctest: +SKIP
     >>> snippets = scorer.snippets("vitamin D and fractures", hits)  # doctest: +SKIP
     """
 
@@ -277,7 +289,7 @@ class SnippetScorer:
         self.client = searcher.client
         self.index = searcher.index
         sentences = searcher.record.sentences_index
-        if not sentences or not self.client.indices.exists(index=sentences):
+        if not sentences:
             raise SnippetError(f"index {self.index!r} has no sentences index: re-index without --no-sentences")
         self.sentences_index = sentences
         self.weights = weights or SnippetWeights.for_index(searcher.record)
@@ -286,6 +298,27 @@ class SnippetScorer:
         self.depth = depth
         self.k = k
         self.highlight = highlight
+
+    @classmethod
+    def open(cls, searcher: Searcher, **settings: Any) -> SnippetScorer:
+        """The scorer of ``searcher``'s index, once the cluster has said that its sentences index exists (an index
+        whose sentences index was deleted is refused here, in one line, not at its first query).
+
+        Args:
+            searcher: the first stage's searcher (its client, index and record).
+            settings: the constructor's keywords (``weights``, ``reranker``, ``rescore``, ``depth``, ``k``,
+                ``highlight``).
+
+        Returns:
+            The scorer.
+
+        Example:
+            >>> SnippetScorer.open(searcher, weights=SnippetWeights.single("lexical"))  # doctest: +SKIP
+        """
+        scorer = cls(searcher, **settings)
+        if not scorer.client.indices.exists(index=scorer.sentences_index):
+            raise SnippetError(f"index {scorer.index!r} has no sentences index: re-index without --no-sentences")
+        return scorer
 
     @property
     def notes(self) -> list[str]:
@@ -362,7 +395,7 @@ class SnippetScorer:
         if "similarity" in perspectives and asked:
             from biorank.retrieval.searcher import encode_queries
 
-            vectors = encode_queries(self.searcher.encoder, {q: queries[q] for q in asked})
+            vectors = encode_queries(self.searcher.load(), {q: queries[q] for q in asked})
         lines: list[dict] = []
         for q in asked:
             lines += [{"index": self.sentences_index},

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from biorank.cluster.local import Echo, LocalNode
+from biorank.cluster.local import LocalNode
 from biorank.config import ConnectionSettings, redact_url
 from biorank.errors import ClusterUnavailable
 from biorank.store.failures import describe
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
+
+    from biorank.types import Echo
 
 
 def split_urls(url: str) -> list[str]:

@@ -22,7 +22,7 @@ def tune_lambda_grid(searcher: Searcher, queries: Mapping[str, str], qrels: Qrel
     """``metric`` of the exact hybrid at each λ; the queries are encoded once, not once per λ."""
     from biorank.retrieval.searcher import encode_queries
 
-    vectors = encode_queries(searcher.encoder, queries)
+    vectors = encode_queries(searcher.load(), queries)
     table = {}
     for lam in lambdas:
         hits = searcher.with_settings(mode="hybrid", lam=lam).search_many(

@@ -21,7 +21,7 @@ Fields, and who reads them:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from biorank.store.mappings.fields import knn_vector
 from biorank.store.record import new_record
@@ -94,7 +94,7 @@ def documents_index_body(
         "settings": index_settings(settings, similarity),
         "mappings": {
             "_meta": new_record(
-                settings, kind="documents", model=model, dimension=dimension,
+                asdict(settings), kind="documents", model=model, dimension=dimension,
                 block_tokens=block_tokens, filterable=True, sentences_index=sentences_index,
                 model_source=model_source or model,
                 prefixes=dict(prefixes or {}), **({"default_lambda": default_lambda} if default_lambda else {}),

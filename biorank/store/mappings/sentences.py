@@ -6,6 +6,8 @@ sentence can be returned as a snippet with ``offsetInBeginSection``/``offsetInEn
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from biorank.store.mappings.documents import IndexSettings, index_settings
 from biorank.store.mappings.fields import knn_vector
 from biorank.store.record import new_record
@@ -16,7 +18,7 @@ def sentences_index_body(settings: IndexSettings, *, model: str, dimension: int,
     return {
         "settings": index_settings(settings, similarity),
         "mappings": {
-            "_meta": new_record(settings, kind="sentences", model=model, dimension=dimension,
+            "_meta": new_record(asdict(settings), kind="sentences", model=model, dimension=dimension,
                           documents_index=documents_index),
             # Vectors as JSON text would be most of the stored bytes; search reads them from the vector field.
             "_source": {"excludes": ["embedding"]},
