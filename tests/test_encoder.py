@@ -180,9 +180,11 @@ def test_bf16_stays_close_to_fp32(encoder: Encoder, abstracts: dict[str, str]) -
 
 def test_auto_precision_is_bf16_where_the_cpu_has_it_and_onnx_runtime_elsewhere() -> None:
     from biorank.models.encoder import cpu_flags
+    from biorank.models.extras import installed
 
     native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
-    assert Encoder(PACKAGED_MODEL).precision == ("bf16" if native else "onnx")
+    assert Encoder(PACKAGED_MODEL).precision == (("openvino" if installed("openvino") else "bf16") if native
+                                                 else "onnx")
 
 
 def test_an_unknown_precision_is_refused() -> None:

@@ -49,7 +49,7 @@ def test_the_light_install_writes_the_shipped_graph_without_torch_and_scores_as_
     pairs = [(claims[claim], document_text(abstracts[i].title, abstracts[i].abstract))
              for claim, (ids, _) in PINNED.items() for i in ids]
     code = ("import json, sys; from biorank.models.cross_encoder import CrossEncoder; "
-            "reranker = CrossEncoder('biorank-reranker'); "
+            "reranker = CrossEncoder('biorank-reranker', precision='onnx'); "
             "print(json.dumps([reranker.precision, reranker.score_pairs(json.load(sys.stdin)).tolist(), "
             "sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules)]))")
     run = subprocess.run([sys.executable, str(WITHOUT_TORCH), "-c", code], input=json.dumps(pairs), text=True,

@@ -23,10 +23,12 @@ import json
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
 from biorank.models.encoder import (
+    PRECISIONS,
+    Precision,
     auto_precision,
     default_device,
     model_identity,
@@ -41,8 +43,6 @@ from biorank.models.shipped import WEIGHTS as SHIPPED_WEIGHTS
 if TYPE_CHECKING:
     import numpy as np
 
-Precision = Literal["auto", "fp32", "bf16", "onnx", "int8"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8")
 DEFAULT_MAX_LENGTH = 256
 """Word pieces of query and document together; the document is cut, never the query."""
 DEFAULT_BATCH_SIZE = 10

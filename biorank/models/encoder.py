@@ -13,11 +13,12 @@ picks per stage and machine from what was measured (docs/measurements/speed.md, 
 
 - Queries: ONNX Runtime fp32 everywhere. It gives fp32's vectors and loads in a fraction of a second without
   torch, which is what a fresh ``biorank query`` would otherwise spend seconds importing.
-- Documents: bf16 in torch where the device computes bf16 natively (AVX512_BF16 or AMX, a GPU torch reports as
-  bf16-capable without emulation), about twice fp32's rate there, its vectors within a cosine of 0.9999 of
-  fp32's. Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's speed, so elsewhere, and wherever
-  torch is not installed, ONNX Runtime fp32: as fast as torch fp32 on abstracts and faster on sentences (no
-  padding past a batch's longest text).
+- Documents: where the CPU computes bf16 natively (AVX512_BF16 or AMX), OpenVINO from the fp32 graph if it is
+  installed (it infers in bf16 by itself there, about twice torch's bf16 rate), else bf16 in torch if that is
+  (about twice fp32's rate); both keep vectors within a cosine of 0.9999 of fp32's. A GPU torch reports as
+  bf16-capable without emulation: torch bf16. Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's
+  speed, so elsewhere ONNX Runtime fp32: as fast as torch fp32 on abstracts and faster on sentences (no padding
+  past a batch's longest text).
 - int8 is offered, never chosen: its vectors miss the 0.999 cosine the index's vectors must keep with fp32,
   and its activations are scaled per batch, so a vector moves a little with its batch neighbours.
 
@@ -73,10 +74,11 @@ under any of them records the package, so they can be mixed."""
 DEFAULT_MODEL = "bge-small-en-v1.5"
 """What indexes when no model is named (:data:`~biorank.models.catalogue.MAVEN_MODELS`, no hub needed)."""
 
-Precision = Literal["auto", "fp32", "bf16", "onnx", "int8"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8")
-"""fp32 and bf16 run in torch; onnx (fp32) and int8 in ONNX Runtime (:mod:`biorank.models.runtime`), exported
-once per model. "auto" picks one per stage and CPU (:func:`auto_precision`)."""
+Precision = Literal["auto", "fp32", "bf16", "onnx", "int8", "openvino"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8", "openvino")
+"""fp32 and bf16 run in torch; onnx (fp32) and int8 in ONNX Runtime, openvino in OpenVINO from the fp32 graph
+(:mod:`biorank.models.runtime`), exported once per model. "auto" picks one per stage and CPU
+(:func:`auto_precision`)."""
 DEFAULT_PRECISION: Precision = "auto"
 Stage = Literal["documents", "queries"]
 
@@ -172,15 +174,16 @@ def has_onnxruntime() -> bool:
 def auto_precision(stage: Stage = "documents", device: str | None = None) -> Precision:
     """What "auto" means for a stage on this machine (why: this module's docstring).
 
-    Queries: ONNX Runtime fp32. Documents (and the cross-encoder's pairs): bf16 in torch where the CPU computes
-    bf16 natively and torch is installed, or on a GPU; ONNX Runtime fp32 elsewhere. Never int8.
+    Queries: ONNX Runtime fp32. Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively:
+    OpenVINO where it is installed, else bf16 in torch where that is; on a GPU, torch; ONNX Runtime fp32
+    elsewhere. Never int8.
 
     Args:
         stage: what the model will mostly read.
         device: the device asked for (None: a GPU where torch sees one, else the CPU).
 
     Returns:
-        One of ``onnx``, ``bf16`` or ``fp32``.
+        One of ``onnx``, ``openvino``, ``bf16`` or ``fp32``.
 
     Example:
         >>> auto_precision("queries")
@@ -190,6 +193,9 @@ def auto_precision(stage: Stage = "documents", device: str | None = None) -> Pre
         return "onnx"
     no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
     on_cpu = device == "cpu" or (device is None and not _has_gpu())
+    if on_cpu and not no_bf16 and installed("openvino"):
+        # OpenVINO infers in bf16 by itself on such CPUs, faster than torch's bf16 (docs/concepts/precision.md).
+        return "openvino"
     if on_cpu and has_onnxruntime() and (no_bf16 or not installed("torch")):
         # Without torch (the light install) bf16 is out of reach: ONNX Runtime fp32 is the CPU's backend.
         return "onnx"
@@ -250,8 +256,10 @@ class Encoder:
         self._own_prefixes = model_prefixes(model)
         self._prefixes = self._own_prefixes if prefixes is None else prefixes
         if precision == "auto":
-            # A model that comes as an ONNX graph only runs in ONNX Runtime.
-            precision = "onnx" if model in MAVEN_MODELS else auto_precision(stage, device)
+            precision = auto_precision(stage, device)
+            if model in MAVEN_MODELS and precision not in ONNX_PRECISIONS:
+                # A model that comes as an ONNX graph runs from it, not from torch weights converted for training.
+                precision = "onnx"
         self._precision: Precision = precision
         self._onnx: OnnxModel | None = None
         self._model: SentenceTransformer | None = None
