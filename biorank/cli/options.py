@@ -86,9 +86,11 @@ def log_option(command: Callable) -> Callable:
                         "(biorank-queries) [env: BIORANK_QUERY_LOG=0].")(command)
 
 
-PRECISION_HELP = ("fp32/bf16 run in torch; onnx (fp32) and int8 in ONNX Runtime from an export made once per "
-                  "model. auto: onnx for queries; for documents and pairs bf16 where the CPU computes it natively "
-                  "(AVX512_BF16, AMX) or on a GPU, else onnx.")
+PRECISION_HELP = ("fp32/bf16 run in torch (pip install 'biorank[train]'); onnx (fp32) and int8 in ONNX Runtime "
+                  "from an export made once per model; openvino from the same fp32 graph in OpenVINO, bf16 where "
+                  "the CPU computes it natively (pip install 'biorank[openvino]'). auto: onnx for queries; for "
+                  "documents and pairs, where the CPU has AVX512_BF16 or AMX, openvino if installed, else bf16 if "
+                  "torch is; bf16 on a GPU; else onnx.")
 
 
 def precision_option(command: Callable) -> Callable:
@@ -186,7 +188,8 @@ def reranker_options(command: Callable) -> Callable:
         click.option("--rerank-length", type=click.IntRange(8, 512),
                      default=default(PipelineSettings, "rerank_length"), show_default=True,
                      help="Word pieces of query + title + abstract the cross-encoder reads; most abstracts are "
-                          "longer than 256. 512 reads nearly all of them whole, in 2.5x the time (see README)."),
+                          "longer than 256. 512 reads nearly all of them whole, in 2.5x the time "
+                          "(docs/measurements/reranking.md)."),
         click.option("--rerank-precision", type=click.Choice(["auto", *PRECISIONS]),
                      default=default(PipelineSettings, "precision"), show_default=True,
                      help=f"The cross-encoder's backend: {PRECISION_HELP}"),

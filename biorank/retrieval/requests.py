@@ -10,7 +10,7 @@ from collections.abc import Sequence
 #
 # The vector part is the k-NN plugin's own exact scoring script (``knn_score``), not Painless's ``innerProduct``,
 # which turns the query vector from a list of doubles into floats again for every document: over SciFact's 9,878
-# blocks on 2 AVX2 cores the node's share of a hybrid search fell from ~30 to ~22 ms (README, "Speed on your CPU").
+# blocks on 2 AVX2 cores the node's share of a hybrid search fell from ~30 to ~22 ms (docs/measurements/speed.md).
 # Its ``cosinesimil`` space scores ``(1 + cos) / 2``, so a boost of 2 gives ``1 + ⟨q, p⟩`` for biorank's unit
 # vectors: the shift of 1 keeps scores non-negative (OpenSearch rejects negative ones) and, being the same for
 # every document, leaves the order alone. The BM25 part is a ``should`` clause boosted by λ (0 where no term

@@ -148,7 +148,8 @@ def minmax(values: np.ndarray) -> np.ndarray:
     query's length and rare terms), cosines of one query crowd into a narrow band, and the cross-encoder's
     logits, trained on whole abstracts, shift with the query; min-max gives each the same [0, 1] range in
     every query, so a weight means the same thing across queries. Measured on the SciFact dev split
-    (``biorank tune-snippets``), a sigmoid of the logits instead of min-max did not do better (see the README).
+    (``biorank tune-snippets``), a sigmoid of the logits instead of min-max did not do better
+    (docs/measurements/snippets.md).
     """
     import numpy as np
 
