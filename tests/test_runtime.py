@@ -55,11 +55,19 @@ def test_openvino_runs_the_fp32_graph_within_the_vector_limit(fp32: Encoder, tex
     """OpenVINO compiles the same file ONNX Runtime runs; where the CPU computes bf16 natively it infers in bf16
     (measured: cosine 0.99999, logits within 0.04), elsewhere in fp32. Either way within the index's limits, and
     the cross-encoder ranks as ONNX Runtime does."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from biorank.models.cross_encoder import CrossEncoder
 
     openvino = Encoder(PACKAGED_MODEL, precision="openvino")
     assert (openvino.precision, openvino.device) == ("openvino", "cpu")
-    assert cosines(openvino.encode(texts), fp32.encode(texts)).min() > 0.999
+    alone = openvino.encode(texts)
+    assert cosines(alone, fp32.encode(texts)).min() > 0.999
+    # serve encodes from several threads at once: each gets its own texts' vectors.
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda i: openvino.encode(texts[i::4]), range(4)))
+    for i, vectors in enumerate(together):
+        assert cosines(vectors, alone[i::4]).min() > 0.999
     claims, abstracts = texts[30:35], texts[:20]
     pairs = [(claim, abstract) for claim in claims for abstract in abstracts]
     found = CrossEncoder("biorank-reranker", precision="openvino").score_pairs(pairs).reshape(5, 20)

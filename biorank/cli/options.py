@@ -89,8 +89,8 @@ def log_option(command: Callable) -> Callable:
 PRECISION_HELP = ("fp32/bf16 run in torch (pip install 'biorank[train]'); onnx (fp32) and int8 in ONNX Runtime "
                   "from an export made once per model; openvino from the same fp32 graph in OpenVINO, bf16 where "
                   "the CPU computes it natively (pip install 'biorank[openvino]'). auto: onnx for queries; for "
-                  "documents and pairs, where the CPU has AVX512_BF16 or AMX, openvino if installed, else bf16 if "
-                  "torch is; bf16 on a GPU; else onnx.")
+                  "documents and pairs, where the CPU has AVX512_BF16 or AMX, bf16 if torch is installed, else "
+                  "openvino if that is; bf16 on a GPU; else onnx.")
 
 
 def precision_option(command: Callable) -> Callable:

@@ -13,9 +13,9 @@ picks per stage and machine from what was measured (docs/measurements/speed.md, 
 
 - Queries: ONNX Runtime fp32 everywhere. It gives fp32's vectors and loads in a fraction of a second without
   torch, which is what a fresh ``biorank query`` would otherwise spend seconds importing.
-- Documents: where the CPU computes bf16 natively (AVX512_BF16 or AMX), OpenVINO from the fp32 graph if it is
-  installed (it infers in bf16 by itself there, about twice torch's bf16 rate), else bf16 in torch if that is
-  (about twice fp32's rate); both keep vectors within a cosine of 0.9999 of fp32's. A GPU torch reports as
+- Documents: where the CPU computes bf16 natively (AVX512_BF16 or AMX), bf16 in torch if it is installed (about
+  twice fp32's rate), else OpenVINO from the fp32 graph if that is (the light install's way to bf16: it infers in
+  bf16 by itself there, faster still); both keep vectors within a cosine of 0.9999 of fp32's. A GPU torch reports as
   bf16-capable without emulation: torch bf16. Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's
   speed, so elsewhere ONNX Runtime fp32: as fast as torch fp32 on abstracts and faster on sentences (no padding
   past a batch's longest text).
@@ -175,7 +175,7 @@ def auto_precision(stage: Stage = "documents", device: str | None = None) -> Pre
     """What "auto" means for a stage on this machine (why: this module's docstring).
 
     Queries: ONNX Runtime fp32. Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively:
-    OpenVINO where it is installed, else bf16 in torch where that is; on a GPU, torch; ONNX Runtime fp32
+    bf16 in torch where torch is installed, else OpenVINO where that is; on a GPU, torch; ONNX Runtime fp32
     elsewhere. Never int8.
 
     Args:
@@ -193,8 +193,10 @@ def auto_precision(stage: Stage = "documents", device: str | None = None) -> Pre
         return "onnx"
     no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
     on_cpu = device == "cpu" or (device is None and not _has_gpu())
-    if on_cpu and not no_bf16 and installed("openvino"):
+    if on_cpu and not no_bf16 and installed("openvino") and not installed("torch"):
         # OpenVINO infers in bf16 by itself on such CPUs, faster than torch's bf16 (docs/concepts/precision.md).
+        # Where torch is installed it keeps the choice: its cross-encoder pads every batch to one shape, so a
+        # pair's bf16 score never moves with its batch neighbours, as OpenVINO's length-sorted batches let it.
         return "openvino"
     if on_cpu and has_onnxruntime() and (no_bf16 or not installed("torch")):
         # Without torch (the light install) bf16 is out of reach: ONNX Runtime fp32 is the CPU's backend.

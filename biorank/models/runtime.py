@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -156,7 +157,8 @@ def _session(path: Path) -> Any:
 
 class _OpenVinoSession:
     """OpenVINO's CPU plugin behind ONNX Runtime's ``run(None, feed)``: the graph compiled once, one request
-    reused (biorank runs one batch at a time; a model is shared between threads under a lock)."""
+    reused. An ONNX Runtime session may be run from several threads at once (``serve`` does); an OpenVINO request
+    may not, so runs take turns, and each returns a copy of the request's output, which the next run overwrites."""
 
     def __init__(self, path: Path) -> None:
         try:
@@ -167,9 +169,13 @@ class _OpenVinoSession:
             "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": physical_cores()})
         self._request = compiled.create_infer_request()
         self._output = compiled.output(0)
+        self._turn = threading.Lock()
 
     def run(self, _outputs: Any, feed: dict[str, Any]) -> list[Any]:
-        return [self._request.infer(feed)[self._output]]
+        import numpy as np
+
+        with self._turn:
+            return [np.array(self._request.infer(feed)[self._output])]
 
 
 class OnnxModel:
