@@ -1,14 +1,14 @@
 """Is the light install (no torch) as fast as torch bf16 on a CPU that computes bf16 natively, and does
 OpenVINO's bf16 close the gap?
 
-On AVX512-BF16 and AMX CPUs, "auto" indexes and reranks in torch bf16 when torch is installed. The light install
-(``pip install biorank``) runs everything in ONNX Runtime fp32 instead. This compares, on the machine it runs
+On AVX512-BF16 and AMX CPUs, "auto" indexes and reranks in torch bf16 when torch is installed; without torch it
+has ONNX Runtime, and OpenVINO where the ``openvino`` extra is installed. This compares, on the machine it runs
 on, the default encoder (bge-small-en-v1.5) over SciFact abstracts and sentences and the shipped cross-encoder
-over 20 (claim, abstract) pairs of 256 word pieces: torch bf16 (the ``train`` extra), ONNX Runtime fp32 and
-int8 (the light install), and OpenVINO's CPU plugin on the same fp32 graph, which infers in bf16 by itself on
-such CPUs (``pip install openvino``; not one of biorank's dependencies). Agreement is against ONNX Runtime fp32.
+over 20 (claim, abstract) pairs of 256 word pieces, each through biorank's own precision: ``bf16`` (torch, the
+``train`` extra), ``onnx`` and ``int8`` (ONNX Runtime), and ``openvino`` (the same fp32 graph in OpenVINO's CPU
+plugin, which infers in bf16 by itself on such CPUs). Agreement is against ONNX Runtime fp32.
 
-    pip install openvino
+    pip install '.[train,openvino]'
     python -m benchmarks.studies.light_install
 """
 
@@ -17,26 +17,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks import suite
-from benchmarks.studies.openvino_compare import OpenVinoRunner
 from biorank import CrossEncoder, Encoder
 from biorank.models.encoder import DEFAULT_MODEL
-from biorank.models.runtime import FILES, OnnxModel, cached, physical_cores
+from biorank.models.extras import installed
+from biorank.models.runtime import OnnxModel, cached, physical_cores
 from biorank.models.shipped import SHIPPED_RERANKER
 
 COLUMNS = suite.columns(("what", "what"), ("backend", "backend"), ("rate", "rate", ",.1f"), ("unit", "unit"),
                         ("agreement", "against ONNX Runtime fp32"))
-
-
-def _openvino(folder: Path, precision: str, hint: str) -> OnnxModel | None:
-    try:
-        return OnnxModel(folder, precision, session=OpenVinoRunner(folder / FILES[precision], hint))
-    except (ImportError, RuntimeError):
-        return None  # not installed, or a graph it does not convert
 
 
 def _per_second(encode: Callable[[list[str]], np.ndarray], texts: list[str]) -> tuple[float, np.ndarray]:
@@ -46,7 +38,7 @@ def _per_second(encode: Callable[[list[str]], np.ndarray], texts: list[str]) -> 
     return len(texts) / (time.perf_counter() - started), out
 
 
-def encoder_rows(corpus: list[dict], hint: str) -> list[dict]:
+def encoder_rows(corpus: list[dict]) -> list[dict]:
     abstracts = [f"{d['title']} {' '.join(d['abstract'])}" for d in corpus]
     sentences = [s for d in corpus[:50] for s in d["abstract"]]
     onnx = Encoder(DEFAULT_MODEL, precision="onnx")
@@ -60,8 +52,8 @@ def encoder_rows(corpus: list[dict], hint: str) -> list[dict]:
         "ONNX Runtime fp32": embedding(OnnxModel(folder, "onnx")),
         "ONNX Runtime int8": embedding(OnnxModel(folder, "int8")),
     }
-    if (openvino := _openvino(folder, "onnx", hint)) is not None:
-        backends["OpenVINO (bf16 where native)"] = embedding(openvino)
+    if installed("openvino"):  # biorank's own openvino precision, as "auto" runs it
+        backends["OpenVINO (bf16 where native)"] = embedding(OnnxModel(folder, "openvino"))
     rows = []
     for label, texts in (("abstracts", abstracts), ("sentences", sentences)):
         reference = None
@@ -77,21 +69,19 @@ def encoder_rows(corpus: list[dict], hint: str) -> list[dict]:
     return rows
 
 
-def cross_encoder_rows(corpus: list[dict], hint: str) -> list[dict]:
+def cross_encoder_rows(corpus: list[dict]) -> list[dict]:
     texts = [f"{d['title']} {' '.join(d['abstract'])}" for d in corpus]
     claims = [json.loads(line)["claim"] for line in suite.data("scifact-claims-train").open()][:10]
     batches = [[(claims[i], text) for text in texts[20 * i: 20 * i + 20]] for i in range(10)]
     onnx = CrossEncoder(SHIPPED_RERANKER, precision="onnx")
-    folder = cached(onnx.model_name, "cross-encoder", "onnx")
-    length, size = onnx.max_length, onnx.batch_size
+    length = onnx.max_length
     backends: dict[str, Callable[[list[tuple[str, str]]], np.ndarray]] = {
         "torch bf16": CrossEncoder(SHIPPED_RERANKER, precision="bf16").score_pairs,
         "ONNX Runtime fp32": onnx.score_pairs,
         "ONNX Runtime int8": CrossEncoder(SHIPPED_RERANKER, precision="int8").score_pairs,
     }
-    if (openvino := _openvino(folder, "onnx", hint)) is not None:
-        backends["OpenVINO (bf16 where native)"] = lambda pairs: openvino.score_pairs(pairs, batch_size=size,
-                                                                                     max_length=length)
+    if installed("openvino"):
+        backends["OpenVINO (bf16 where native)"] = CrossEncoder(SHIPPED_RERANKER, precision="openvino").score_pairs
     rows, scores = [], {}
     for backend, score in backends.items():
         found: list[np.ndarray] = []
@@ -107,15 +97,13 @@ def cross_encoder_rows(corpus: list[dict], hint: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = suite.parser(__doc__, __file__, cluster=False)
-    parser.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"],
-                        help="OpenVINO's performance hint (biorank runs one batch at a time).")
     parser.add_argument("--limit", type=int, default=200,
                         help="SciFact abstracts (the first N; sentences: those of the first 50).")
     options = parser.parse_args(argv)
     suite.header(f"{physical_cores()} threads")
     corpus = [json.loads(line) for line in suite.data("scifact-corpus").open()][: options.limit]
-    rows = encoder_rows(corpus, options.hint) + cross_encoder_rows(corpus, options.hint)
-    suite.record(options, COLUMNS, rows, settings={"limit": options.limit, "hint": options.hint,
+    rows = encoder_rows(corpus) + cross_encoder_rows(corpus)
+    suite.record(options, COLUMNS, rows, settings={"limit": options.limit,
                                                    "threads": physical_cores()}, extra_versions=("openvino",))
 
 
