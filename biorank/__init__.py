@@ -31,34 +31,38 @@ _EXPORTS = {
     "Snippet": "biorank.types",
     "Indexer": "biorank.indexer.indexer",
     "IndexOptions": "biorank.indexer.indexer",
+    "encode_corpus": "biorank.indexer.shards",
+    "ShardReader": "biorank.indexer.shards",
     "Encoder": "biorank.models.encoder",
     "CrossEncoder": "biorank.models.cross_encoder",
     "Filters": "biorank.retrieval.filters",
     "Searcher": "biorank.retrieval.searcher",
     "SearchSettings": "biorank.retrieval.searcher",
     "Reranker": "biorank.stages.rerank",
+    "Ensemble": "biorank.stages.rerank",
     "SnippetScorer": "biorank.stages.snippets",
     "Pipeline": "biorank.pipeline",
     "PipelineSettings": "biorank.pipeline",
 }
 
 __all__ = [
-    "Abstract", "Answer", "BiorankError", "ConnectionSettings", "CrossEncoder", "Encoder", "Filters", "Hit",
+    "Abstract", "Answer", "BiorankError", "ConnectionSettings", "CrossEncoder", "Encoder", "Ensemble", "Filters", "Hit",
     "IndexOptions",
-    "Indexer", "Pipeline", "PipelineSettings", "Reranker", "SearchSettings", "Searcher", "Snippet", "SnippetScorer",
-    "connect",
+    "Indexer", "Pipeline", "PipelineSettings", "Reranker", "SearchSettings", "Searcher", "ShardReader", "Snippet",
+    "SnippetScorer", "connect", "encode_corpus",
 ]
 
 if TYPE_CHECKING:
     from biorank.config import ConnectionSettings
     from biorank.errors import BiorankError
     from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.indexer.shards import ShardReader, encode_corpus
     from biorank.models.cross_encoder import CrossEncoder
     from biorank.models.encoder import Encoder
     from biorank.pipeline import Pipeline, PipelineSettings
     from biorank.retrieval.filters import Filters
     from biorank.retrieval.searcher import Searcher, SearchSettings
-    from biorank.stages.rerank import Reranker
+    from biorank.stages.rerank import Ensemble, Reranker
     from biorank.stages.snippets import SnippetScorer
     from biorank.store.client import connect
     from biorank.types import Abstract, Answer, Hit, Snippet

@@ -20,7 +20,7 @@ from biorank.evaluation.measures import BEIR_MEASURES, parse_measure, run_from_h
 from biorank.evaluation.phase_a import PhaseAScorer, read_submission
 from biorank.evaluation.report import EvalReport, evaluate_runs, write_report
 from biorank.evaluation.runs import read_trec, write_trec
-from biorank.evaluation.splits import Split, split_judged
+from biorank.evaluation.splits import Split, seen_documents, split_judged
 from biorank.evaluation.topics import read_qrels, read_queries, relevance_notion
 from biorank.pipeline import Pipeline, PipelineSettings
 from biorank.types import Run, Snippet, StageProgress, stage_counter
@@ -47,6 +47,9 @@ class Experiment:
     queries: Path | None = None
     systems: tuple[str, ...] = ("bm25", "dense", "hybrid")
     split: Split = "all"
+    seen: tuple[Path, ...] = ()
+    """Judgements of the queries trained on elsewhere: their documents are not unseen (``dev-unseen``,
+    ``unseen``)."""
     measures: tuple[str, ...] = BEIR_MEASURES
     snippet_gold: Path | None = None
     ap_denominator: APDenominator = "min_gold_cutoff"
@@ -87,7 +90,7 @@ def run_experiment(experiment: Experiment, searcher: Searcher | None = None, *,
     if (searcher is None) == (not run_files):
         raise ExperimentError("give a searcher to run systems, or run files to score, not both")
     qrels = read_qrels(experiment.qrels)
-    keep = set(split_judged(qrels, experiment.split))
+    keep = set(split_judged(qrels, experiment.split, seen_documents(read_qrels(p) for p in experiment.seen)))
     qrels = {q: docs for q, docs in qrels.items() if q in keep}
     scorer = PhaseAScorer(golden=experiment.qrels if relevance_notion(experiment.qrels) == "bioasq" else None,
                           evidence=experiment.snippet_gold, judged=qrels, ap_denominator=experiment.ap_denominator)

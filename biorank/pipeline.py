@@ -7,8 +7,8 @@ over a batch of :class:`~biorank.types.Answer`), and one clock times them: each 
 shared equally among the batch's queries.
 
 System names are a small grammar: a first stage (:data:`FIRST_STAGES`), then ``+rerank``, then ``+snippets``
-with an optional weights variant (``-equal``, ``-relevance``, ``-similarity``, ``-lexical``, ``-document``),
-then ``+rescore``: ``hybrid+rerank+snippets-lexical+rescore``.
+with an optional weights variant (``-equal``, ``-relevance``, ``-similarity``, ``-lexical``, ``-metric``,
+``-document``), then ``+rescore``: ``hybrid+rerank+snippets-lexical+rescore``.
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ class PipelineSettings:
     """Word pieces of query + title + abstract the cross-encoder reads (see
     :data:`~biorank.stages.rerank.DEFAULT_LENGTH`)."""
     precision: Precision = "auto"
+    device: str = "auto"
+    """Where the cross-encoder runs (rerank and the snippets' relevance perspective): ``auto``, ``cpu``, ``cuda``
+    or ``cuda:N`` (:mod:`biorank.models.device`)."""
     snippets: str | None = None
     rescore: bool = False
     highlight: bool = False
@@ -115,7 +118,7 @@ class PipelineSettings:
 
     def with_system(self, name: str) -> PipelineSettings:
         """The stages of system ``name`` with everything else of these settings (λ, K, reranker, depth, weight,
-        length, precision): how ``eval`` runs several systems with one set of options."""
+        length, precision, device): how ``eval`` runs several systems with one set of options."""
         system = PipelineSettings.parse(name)
         return replace(self, search=replace(self.search, mode=system.search.mode, fields=system.search.fields),
                        rerank=system.rerank, snippets=system.snippets, rescore=system.rescore)
@@ -188,7 +191,8 @@ class Pipeline:
             # The cross-encoder and its weight are chosen where the reranker chooses them for every path: a shared
             # one (eval's pipelines) read at this length, else the settings' model, else the index's own.
             self.reranker = Reranker.for_index(self.searcher, cross_encoder or settings.reranker,
-                                               precision=settings.precision, depth=settings.rerank_depth,
+                                               precision=settings.precision, device=settings.device,
+                                               depth=settings.rerank_depth,
                                                weight=settings.rerank_weight, length=settings.rerank_length)
             cross_encoder = self.reranker.cross_encoder
         self.snippets = _snippet_stage(self.searcher, settings, cross_encoder, snippet_weights)
@@ -300,6 +304,7 @@ def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder
         return None
     weights = weights or SnippetWeights.named(settings.snippets, searcher.record)
     relevance = sentence_reranker(searcher.record, cross_encoder or settings.reranker,
-                                  precision=settings.precision) if weights.uses("relevance") else None
+                                  precision=settings.precision,
+                                  device=settings.device) if weights.uses("relevance") else None
     return SnippetScorer.open(searcher, weights=weights, reranker=relevance, rescore=settings.rescore,
                               depth=DOCUMENTS_PER_QUERY, highlight=settings.highlight)

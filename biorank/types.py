@@ -32,8 +32,9 @@ def stage_counter(progress: StageProgress | None, stage: str, total: int) -> Adv
     return advance
 
 
-PERSPECTIVES = ("relevance", "similarity", "lexical", "document")
-"""The perspectives a snippet is scored from (Rawal & Baral), in the order of their weights a1 … a4."""
+PERSPECTIVES = ("relevance", "similarity", "lexical", "metric", "document")
+"""The perspectives a snippet is scored from (Rawal & Baral, with the deep-metric scorer of Rosso-Mateus et al. as
+``metric``), in the order of their weights a1 … a5; the document's score is always last."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,9 @@ class Hit:
     """λ·bm25 + dense."""
     rerank: float | None = None
     """The cross-encoder's score, for hits a reranker reordered (then also ``score``)."""
+    rerank_members: tuple[float, ...] | None = None
+    """Each member's score where an ensemble reranked (``--reranker A,B``), in the order they were named;
+    ``rerank`` combines them."""
     block: int = 0
     explanation: dict | None = field(default=None, compare=False, repr=False)
 
@@ -136,6 +140,7 @@ class Snippet(Sentence):
     relevance: float | None = None
     similarity: float | None = None
     lexical: float | None = None
+    metric: float | None = None
     document: float | None = None
     matches: tuple[tuple[int, int], ...] = ()
 

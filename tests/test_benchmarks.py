@@ -119,3 +119,19 @@ def test_the_repeatable_benchmarks_run_on_two_queries(opensearch_url: str, sampl
     throughput = suite.read_record(records / "index_throughput-onnx.json")
     assert throughput["results"][0]["blocks"] >= 3 and throughput["results"][0]["end_to_end"] > 0
     assert not list(suite.RECORDS.glob("*-onnx.json")), "a test wrote into the committed records"
+
+
+def test_the_gpu_stages_run_on_the_cpu_without_a_cluster(tmp_path: Path) -> None:
+    """What a session with a GPU runs (``gpu_stages``), here on the CPU over a few abstracts, in torch fp32 with the
+    GPU's length-sorted batches cut by word pieces: no cluster is asked, and the record is well formed."""
+    from benchmarks import gpu_stages
+    from biorank.models.encoder import PACKAGED_MODEL
+
+    records = tmp_path / "records"
+    gpu_stages.main(["--device", "cpu", "--precision", "fp32", "--model", PACKAGED_MODEL, "--limit", "12",
+                     "--queries", "1", "--quality-limit", "4", "--batch", "6", "--batch-tokens", "512",
+                     "--records-dir", str(records)])
+    row = check_record(records / "gpu_stages-cpu.json", "gpu_stages")["results"][0]
+    assert row["device"] == "cpu" and row["peak_bound"] is None and row["abstracts_per_s"] > 0
+    assert row["min_cos"] > 0.999 and row["top10_overlap"] >= 0.99 and row["rerank_max_diff"] < 1e-3
+    assert min(row["rerank_p50"], row["relevance_p50"], row["sentence_encode_p50"]) > 0

@@ -30,6 +30,7 @@ from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.models.encoder import Encoder, packaged_model_dir
 from biorank.store.client import connect
 from biorank.store.indices import sentences_index_name
+from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS
 from biorank.store.record import IndexMismatch
 
 SCIFACT_DOCS = 5183
@@ -85,10 +86,12 @@ def test_sentence_offsets_slice_back_and_numbers_are_scifacts(
 
 def test_vectors_are_lucene_hnsw_and_unit_length(scifact_index, opensearch: OpenSearch) -> None:
     name, _ = scifact_index
-    for index in (name, sentences_index_name(name)):
-        props = opensearch.indices.get_mapping(index=index)[index]["mappings"]["properties"]
-        method = props["embedding"]["method"]
-        assert (method["name"], method["engine"], method["space_type"]) == ("hnsw", "lucene", "innerproduct")
+    method = opensearch.indices.get_mapping(index=name)[name]["mappings"]["properties"]["embedding"]["method"]
+    assert (method["name"], method["engine"], method["space_type"]) == ("hnsw", "lucene", "innerproduct")
+    # Sentence vectors are only scored by script within a query's top documents: by default no graph, bytes.
+    sentences = sentences_index_name(name)
+    stored = opensearch.indices.get_mapping(index=sentences)[sentences]["mappings"]["properties"]["embedding"]
+    assert "method" not in stored and stored["data_type"].lower() == DEFAULT_SENTENCE_VECTORS == "byte"
     # The vector is not kept in _source (it would dominate the stored bytes) but painless reads it.
     body = {
         "size": 20, "query": {"match": {"passage": "vitamin"}}, "_source": ["id"],

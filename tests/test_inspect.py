@@ -12,6 +12,7 @@ from opensearchpy import OpenSearch
 
 from biorank.cli import cli
 from biorank.demo import sample_path
+from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS
 from biorank.store.record import MAPPING_VERSION
 
 
@@ -46,7 +47,8 @@ def test_inspect_reads_back_every_block_and_sentence_with_offsets_and_unit_vecto
         assert fields[s["section"]][s["begin"]:s["end"]] == s["text"]
     for entry in blocks + sentences:
         assert entry["vector"]["dimension"] == 384
-        assert entry["vector"]["norm"] == pytest.approx(1.0, abs=1e-3)  # unit vectors: ⟨q, p⟩ is a cosine
+        # Unit vectors: ⟨q, p⟩ is a cosine; a sentence's, stored a byte a component, read back as nearly one.
+        assert entry["vector"]["norm"] == pytest.approx(1.0, abs=1e-3 if entry in blocks else 5e-3)
 
     shown = _invoke(opensearch_url, "inspect", doc_id, "--index", sample_index)
     assert shown.exit_code == 0, shown.output
@@ -102,6 +104,9 @@ def test_stats_reports_counts_sizes_encoder_bm25_and_whatever_was_tuned(
     assert (facts["model"], facts["dimension"], facts["mapping_version"]) == (meta["model"], 384, MAPPING_VERSION)
     assert (facts["settings"]["k1"], facts["settings"]["b"], facts["settings"]["analyzer"]) == (0.9, 0.4, "english")
     assert (facts["lam"], facts["lambda_tuned"], facts["tuned"]) == (0.03, False, {})
+    # What an abstract costs, per index, and how the sentence vectors are stored.
+    assert facts["bytes_per_document"] == {name: size / 5 for name, size in facts["size_bytes"].items()}
+    assert facts["sentence_vectors"] == DEFAULT_SENTENCE_VECTORS
 
     # λ as tune-lambda stores it, and settings a later stage stores under a key of its own.
     store_lambda(opensearch, small_index, 0.07, metric="ndcg@10", value=0.5, queries=3, split="dev")
@@ -116,8 +121,12 @@ def test_stats_reports_counts_sizes_encoder_bm25_and_whatever_was_tuned(
 
     shown = _invoke(opensearch_url, "stats", "--index", small_index)
     assert shown.exit_code == 0, shown.output
-    for text in ("0.07 (tuned)", "tuned: snippet_weights.dense", "k1 0.9, b 0.4", meta["model"], "5"):
+    per_abstract = f"{facts['size_bytes'][sentences_index] / 5e3:.1f} KB"
+    for text in ("0.07 (tuned)", "tuned: snippet_weights.dense", "k1 0.9, b 0.4", meta["model"], "5", "per abstract",
+                 per_abstract):
         assert text in shown.stdout, text
+    cells = [[c.strip() for c in line.split("│") if c.strip()] for line in shown.stdout.splitlines()]
+    assert ["sentence vectors", DEFAULT_SENTENCE_VECTORS] in cells
 
 
 def test_stats_refuses_a_sentences_index(opensearch_url: str, sample_index: str) -> None:

@@ -142,7 +142,10 @@ def fp32_sample(opensearch: OpenSearch, tmp_path_factory: pytest.TempPathFactory
     name = f"biorank-test-pinned-{uuid.uuid4().hex[:8]}"
     rejects = tmp_path_factory.mktemp("pinned") / "rejects.tsv"
     encoder = Encoder(PACKAGED_MODEL, precision="fp32")
-    Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=encoder).run([sample_path()])
+    # Float sentence vectors (the similarity pinned is the fp32 cosine; tests/test_sentence_vectors.py and the
+    # sentence_store benchmark hold the default's bytes to it).
+    Indexer(opensearch, IndexOptions(index=name, rejects=rejects, sentence_vectors="exact"),
+            encoder=encoder).run([sample_path()])
     yield name
     delete_indices(opensearch, name)
 
@@ -187,14 +190,14 @@ def test_pinned_figures_of_every_system_on_the_sample(opensearch: OpenSearch, fp
 
 # The whole pipeline with the shipped cross-encoder (ONNX Runtime fp32, the same on every CPU), over the first 30
 # of those claims: the reranker reorders the hybrid's top 20; the untuned sample's snippets score without it
-# (UNTUNED_WEIGHTS), equal weights over all four perspectives with it.
+# (UNTUNED_WEIGHTS), equal weights over all five perspectives with it (the metric scorer among them).
 # Claims of the training split among them were its training data: the figures pin behaviour, not quality (its
 # card has that).
 PINNED_SHIPPED: dict[str, dict[str, float]] = {
     "hybrid": {"ndcg@10": 0.8397},
     "hybrid+rerank": {"ndcg@10": 0.909},
     "hybrid+rerank+snippets": {"ndcg@10": 0.909, "sentence-map@10": 0.6435},
-    "hybrid+rerank+snippets-equal": {"ndcg@10": 0.909, "sentence-map@10": 0.6366},
+    "hybrid+rerank+snippets-equal": {"ndcg@10": 0.909, "sentence-map@10": 0.6211},
 }
 
 

@@ -42,12 +42,14 @@ def _agreement(opensearch, index: str, text: str, encoder: Encoder) -> dict[str,
 
 @pytest.fixture
 def small_index(opensearch, index_name: str, default_encoder: Encoder, tmp_path: Path) -> str:
-    """30 SciFact abstracts of the bundled sample, indexed with the default encoder, λ tuned to 0.05."""
+    """30 SciFact abstracts of the bundled sample, indexed with the default encoder (sentence vectors as floats), λ
+    tuned to 0.05."""
     with gzip.open(sample_path(), "rt", encoding="utf-8") as sample:
         lines = [next(sample) for _ in range(30)]
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(lines), encoding="utf-8")
-    Indexer(opensearch, IndexOptions(index=index_name, rejects=tmp_path / "rejects.tsv"),
+    # Float sentence vectors, so that each can be checked against the encoder's to the fourth decimal.
+    Indexer(opensearch, IndexOptions(index=index_name, rejects=tmp_path / "rejects.tsv", sentence_vectors="exact"),
             encoder=default_encoder).run([corpus])
     store_lambda(opensearch, index_name, 0.05, split="dev")
     return index_name

@@ -457,3 +457,47 @@ def test_hybrid_takes_the_candidate_union_over_an_index_larger_than_its_exact_li
     assert plain.exit_code == 0 and f"note: hybrid over {routed.blocks:,} blocks" in plain.output, plain.output
     stats = runner.invoke(cli, ["--url", opensearch_url, "stats", "--index", sample_index])
     assert stats.exit_code == 0 and "exact, every block" in stats.output, stats.output
+
+
+def test_a_search_is_asked_again_only_while_a_node_goes_away() -> None:
+    """``patiently`` (the searcher's and the snippets' transport): a shard failure from a node that went away is
+    asked again, and answers as soon as live copies do; a shard with no copy left, or a wrong query, is not."""
+    from opensearchpy.exceptions import TransportError
+
+    from biorank.store.failures import patiently
+
+    gone = {"root_cause": [{"type": "node_disconnected_exception", "reason": "[node-1] disconnected"}],
+            "type": "search_phase_execution_exception", "reason": "Partial shards failure", "phase": "query"}
+    missing = {"root_cause": [], "type": "search_phase_execution_exception", "reason": "",
+               "caused_by": {"type": "no_shard_available_action_exception",
+                             "reason": "Search rejected due to missing shards [[idx][1]]. Consider using "
+                                       "`allow_partial_search_results` setting to bypass this error."}}
+    wrong = {"root_cause": [{"type": "query_shard_exception", "reason": "failed to create query"}],
+             "type": "search_phase_execution_exception", "reason": "all shards failed"}
+    ok = {"hits": {"hits": []}}
+
+    def asks(*answers: object) -> tuple[list[int], object]:
+        calls: list[int] = []
+
+        def ask() -> dict:
+            answer = answers[len(calls)]
+            calls.append(1)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer  # type: ignore[return-value]
+        return calls, ask
+
+    calls, ask = asks({"responses": [ok, {"error": gone}]}, {"responses": [{"error": gone}, ok]},
+                      {"responses": [ok, ok]})
+    assert patiently(ask, pauses=(0, 0, 0)) == {"responses": [ok, ok]} and len(calls) == 3
+    calls, ask = asks(TransportError(500, "search_phase_execution_exception", {"error": gone}), ok)
+    assert patiently(ask, pauses=(0,)) == ok and len(calls) == 2
+    for error in (missing, wrong):
+        calls, ask = asks({"responses": [{"error": error}]}, {"responses": [ok]})
+        assert patiently(ask, pauses=(0,)) == {"responses": [{"error": error}]} and len(calls) == 1
+        calls, ask = asks(TransportError(500, "search_phase_execution_exception", {"error": error}), ok)
+        with pytest.raises(TransportError):
+            patiently(ask, pauses=(0,))
+        assert len(calls) == 1
+    calls, ask = asks(*[{"responses": [{"error": gone}]}] * 3)
+    assert patiently(ask, pauses=(0, 0)) == {"responses": [{"error": gone}]} and len(calls) == 3

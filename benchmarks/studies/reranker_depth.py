@@ -56,11 +56,6 @@ DEFAULT_RUNS = "L6:kl:256:3,L4:kl:256:5,L4:kl:128:6,L2:kl:128:6,L2:ce:128:6,L1:k
 
 
 def prepare(args: argparse.Namespace) -> None:
-    from benchmarks.studies.encoder_choice import bioasq7b
-    from biorank import Searcher
-    from biorank.evaluation.splits import split_judged
-    from biorank.evaluation.topics import read_qrels, read_queries
-    from biorank.stages.rerank import fetch_texts
     from biorank.training.supervision import read, training_pairs
 
     pairs = [p for p in training_pairs(read(args.supervision), positives_per_query=2, negatives=31,
@@ -70,6 +65,21 @@ def prepare(args: argparse.Namespace) -> None:
         for passage in (p.positive, *p.negatives):
             texts[passage.id] = passage.text
         groups.append({"q": p.query.text, "ids": [p.positive.id, *(n.id for n in p.negatives)]})
+    evals = candidates(args)
+    with gzip.open(args.out, "wt", compresslevel=9) as f:
+        json.dump({"texts": texts, "groups": groups, "evals": evals}, f)
+    print(f"{len(groups)} training groups, {sum(len(g['ids']) for g in groups)} pairs -> {args.out}")
+
+
+def candidates(args: argparse.Namespace) -> list[dict]:
+    """Each dev query's hybrid top 20 from ``args``' three indices, with texts, first-stage scores and judgements
+    (shared with ``benchmarks/studies/ensembles.py``)."""
+    from benchmarks.studies.encoder_choice import bioasq7b
+    from biorank import Searcher
+    from biorank.evaluation.splits import split_judged
+    from biorank.evaluation.topics import read_qrels, read_queries
+    from biorank.stages.rerank import fetch_texts
+
     scifact_queries = read_queries(DATA / "scifact/queries_train.jsonl")
     scifact_qrels = read_qrels(DATA / "scifact/qrels/train.tsv")
     nf_queries, nf_qrels = (read_queries(DATA / "nfcorpus/dev.titles.queries"),
@@ -89,9 +99,7 @@ def prepare(args: argparse.Namespace) -> None:
                    "first": [h.score for h in ranked], "texts": [texts_of[h.id] for h in ranked],
                    "qrels": qrels.get(q, {})} for q, ranked in hits.items()]
         print(f"{name}: {len(hits)} queries from {index}", flush=True)
-    with gzip.open(args.out, "wt", compresslevel=9) as f:
-        json.dump({"texts": texts, "groups": groups, "evals": evals}, f)
-    print(f"{len(groups)} training groups, {sum(len(g['ids']) for g in groups)} pairs -> {args.out}")
+    return evals
 
 
 def distil(args: argparse.Namespace) -> None:

@@ -22,18 +22,18 @@ from scipy.stats import ttest_rel
 from benchmarks import suite
 from benchmarks.studies.encoder_choice import DATA, bioasq7b
 from biorank import Pipeline, Searcher
-from biorank.evaluation.bioasq import read_golden
+from biorank.evaluation.bioasq import GoldQuestion, read_golden
 from biorank.evaluation.phase_a import bioasq_scores, read_evidence_sentences
 from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
-from biorank.stages.snippets import SNIPPETS_PER_QUERY, UNTUNED_WEIGHTS, SnippetWeights
+from biorank.stages.snippets import SNIPPETS_PER_QUERY, UNTUNED_WEIGHTS, SentenceCandidates, SnippetWeights
 from biorank.tuning.snippet_weights import TuningSet
 from biorank.types import PERSPECTIVES
 
 WEIGHTS = {
-    "equal, all four": SnippetWeights(),
+    "equal, all four": SnippetWeights(sentence=(1.0, 1.0, 1.0, 0.0, 1.0)),
     "SciFact-tuned, no relevance": UNTUNED_WEIGHTS,
-    "equal, no relevance": SnippetWeights(sentence=(0.0, 1.0, 1.0, 1.0)),
+    "equal, no relevance": SnippetWeights(sentence=(0.0, 1.0, 1.0, 0.0, 1.0)),
     **{f"{p} alone": SnippetWeights.single(p) for p in ("relevance", "similarity", "lexical")},
 }
 BASELINE = "equal, all four"
@@ -57,6 +57,25 @@ def table(title: str, per_query: dict[str, dict[str, float]]) -> list[dict]:
     return rows
 
 
+def bioasq7b_golden(limit: int = 0) -> tuple[list[GoldQuestion], dict[str, str]]:
+    """The golden answers of the fully covered 7B questions (the first ``limit``, if given) and their texts."""
+    topics, _ = bioasq7b()
+    golden = [q for path in sorted((DATA / "bioasq/Task7BGoldenEnriched").glob("7B*_golden.json"))
+              for q in read_golden(path) if q.id in topics][: limit or None]
+    return golden, {q.id: topics[q.id] for q in golden}
+
+
+def bioasq_measured(golden: list[GoldQuestion], candidates: dict[str, SentenceCandidates],
+                    weights: dict[str, SnippetWeights]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each weighting's official BioASQ measures per question, its top 10 sentences as the snippets."""
+    measured = {}
+    for name, w in weights.items():
+        snippets = {q: c.ranked(w)[:SNIPPETS_PER_QUERY] for q, c in candidates.items()}
+        measured[name], overall = bioasq_scores(golden, {q: [] for q in candidates}, snippets)
+        print(f"{name}: snippet GMAP {overall.get('bioasq-snippet-gmap', 0.0):.4f}", flush=True)
+    return measured
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = suite.parser(__doc__, __file__)
     parser.add_argument("dataset", choices=("scifact", "bioasq7b"))
@@ -78,16 +97,9 @@ def main(argv: list[str] | None = None) -> None:
             tuning = TuningSet(candidates, {q: gold[q] for q in wanted})
             rows += table(f"SciFact {split}, sentence MAP@10", {n: tuning.per_query(w) for n, w in WEIGHTS.items()})
     else:
-        topics, _ = bioasq7b()
-        golden = [q for path in sorted((DATA / "bioasq/Task7BGoldenEnriched").glob("7B*_golden.json"))
-                  for q in read_golden(path) if q.id in topics][: args.limit or None]
-        queries = {q.id: topics[q.id] for q in golden}
+        golden, queries = bioasq7b_golden(args.limit)
         candidates = pipeline.candidates(queries, 100, perspectives=PERSPECTIVES)
-        measured = {}
-        for name, weights in WEIGHTS.items():
-            snippets = {q: c.ranked(weights)[:SNIPPETS_PER_QUERY] for q, c in candidates.items()}
-            measured[name], overall = bioasq_scores(golden, {q: [] for q in queries}, snippets)
-            print(f"{name}: snippet GMAP {overall.get('bioasq-snippet-gmap', 0.0):.4f}", flush=True)
+        measured = bioasq_measured(golden, candidates, WEIGHTS)
         for measure in ("ap", "f1"):
             rows += table(f"BioASQ 7B covered, official snippet {measure.upper()} (top 10)",
                           {n: m[f"bioasq-snippet-{measure}"] for n, m in measured.items()})

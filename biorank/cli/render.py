@@ -110,14 +110,24 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[obj
 
 
 def hits_table(hits: Sequence[Hit], title: str) -> Table:
-    """Rank, id, every score part that applies, and the title."""
+    """Rank, id, every score part that applies (an ensemble's members as ``rerank 1``, ``rerank 2``… after its
+    combined ``rerank``), and the title."""
     parts = [name for name in ("bm25", "dense", "hybrid", "rerank") if any(getattr(h, name) is not None for h in hits)]
     # The final score gets a column of its own only where it is not one of the parts (the fusions).
     if any(all(h.score != getattr(h, name) for name in parts) for h in hits):
         parts.append("score")
-    rows = [(hit.rank, hit.id, *(f"{getattr(hit, p):.4f}" if getattr(hit, p) is not None else "" for p in parts),
-             hit.title) for hit in hits]
-    return table(title, ["rank", "id", *parts, "title"], rows, no_wrap=("id",), right=("rank", *parts))
+    members = max((len(h.rerank_members or ()) for h in hits), default=0)
+    columns = [c for p in parts for c in (p, *(f"rerank {i}" for i in range(1, members + 1) if p == "rerank"))]
+
+    def cell(hit: Hit, column: str) -> str:
+        if column.startswith("rerank "):
+            values, at = hit.rerank_members or (), int(column.split()[1]) - 1
+            return f"{values[at]:.4f}" if at < len(values) else ""
+        value = getattr(hit, column)
+        return f"{value:.4f}" if value is not None else ""
+
+    rows = [(hit.rank, hit.id, *(cell(hit, c) for c in columns), hit.title) for hit in hits]
+    return table(title, ["rank", "id", *columns, "title"], rows, no_wrap=("id",), right=("rank", *columns))
 
 
 def print_snippets(answer: Answer, per_hit: int = 3) -> None:

@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 @click.option("--rerank", is_flag=True, help="Reorder the top 20 with the cross-encoder (the index's own, else the one "
               "shipped with biorank).")
 @click.option("--snippets", is_flag=True, help="Show each hit's best sentences.")
+@options.device_option
 @options.log_option
 @click.pass_obj
-def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, snippets: bool, no_log: bool) -> None:
+def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, snippets: bool, no_log: bool,
+         device: str) -> None:
     """Index 300 real SciFact abstracts on the local node (or --url) and search them with the exact hybrid
     (--rerank: then the shipped cross-encoder; --snippets: the best sentences too)."""
     from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, index_sample
@@ -43,13 +45,14 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 
     client = options.client(settings)
     options.fetch_model(DEFAULT_MODEL)
-    encoder = Encoder(DEFAULT_MODEL)
+    encoder = Encoder(DEFAULT_MODEL, device=device)
     with record_progress("indexing the sample", SAMPLE_SIZE) as advance:
         report = index_sample(client, encoder=encoder, progress=advance)
     echo(f"{DEMO_INDEX}: {SAMPLE_SIZE} SciFact abstracts ready ({report.indexed} indexed now, "
          f"{report.unchanged} already in)")
     system = "hybrid" + ("+rerank" if rerank else "") + ("+snippets" if snippets else "")
-    pipeline = Pipeline.build(system, Searcher.open(client, DEMO_INDEX, encoder=encoder), highlight=True)
+    pipeline = Pipeline.build(system, Searcher.open(client, DEMO_INDEX, encoder=encoder), highlight=True,
+                              device=device)
     answer = pipeline.search(query or DEMO_QUERY, k, log=options.query_log(settings, client, "demo", no_log))
     console().print(hits_table(answer.hits, f"{system} top {k} (λ = {pipeline.searcher.lam:g}) for: {answer.query}"))
     if answer.snippets is not None:
@@ -67,6 +70,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 @click.option("--explain", is_flag=True, help="Ask OpenSearch how each score was made and print it.")
 @click.option("--rerank", is_flag=True, help="Reorder the top --rerank-depth hits with the cross-encoder.")
 @options.rerank_options
+@options.device_option
 @click.option("--snippets", is_flag=True, help="Show each hit's best sentences (relevance, similarity, BM25 and "
               "document score, weighted as tune-snippets stored for the index, else as tuned on SciFact) with the "
               "query terms highlighted.")
@@ -77,7 +81,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, lam: float | None,
           fields: str | None, candidates: int, exact_limit: int, precision: str, filters: Filters, k: int,
           as_json: bool, show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
-          **rerank_options: object) -> None:
+          device: str, **rerank_options: object) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
     \b
@@ -93,9 +97,9 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     from biorank.pipeline import Pipeline
 
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                exact_limit=exact_limit, precision=precision, filters=filters)
+                                exact_limit=exact_limit, precision=precision, filters=filters, device=device)
     pipeline = Pipeline(options.pipeline_settings(
-        searcher, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
+        searcher, device=device, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
     notes = pipeline.notes
     if show_query:
@@ -133,11 +137,12 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
               help="TREC run file to write.")
 @options.search_options
 @click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Documents per query.")
+@options.device_option
 @options.log_option
 @click.pass_obj
 def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, mode: str,
            lam: float | None, fields: str | None, candidates: int, exact_limit: int, precision: str,
-           filters: Filters, k: int, no_log: bool) -> None:
+           filters: Filters, k: int, no_log: bool, device: str) -> None:
     """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
     from biorank.evaluation.runs import write_trec
     from biorank.evaluation.topics import read_queries
@@ -145,8 +150,8 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
 
     queries = read_queries(queries_path)
     searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                exact_limit=exact_limit, precision=precision, filters=filters)
-    pipeline = Pipeline(options.pipeline_settings(searcher), searcher)
+                                exact_limit=exact_limit, precision=precision, filters=filters, device=device)
+    pipeline = Pipeline(options.pipeline_settings(searcher, device=device), searcher)
     for note in pipeline.notes:
         echo(f"note: {note}")
     with record_progress(pipeline.name, len(queries), "queries") as advance:

@@ -22,10 +22,11 @@ from biorank.config import ConnectionSettings
                    "[env: BIORANK_API_KEY, which keeps it out of `ps`].")
 @options.precision_option
 @options.rerank_options
+@options.device_option
 @options.log_option
 @click.pass_obj
 def serve(settings: ConnectionSettings, index_name: str, host: str, port: int, api_key: str | None,
-          precision: str, no_log: bool, **rerank_options: object) -> None:
+          precision: str, no_log: bool, device: str, **rerank_options: object) -> None:
     """Serve a search page and a JSON API over one index, the models loaded once.
 
     \b
@@ -54,9 +55,9 @@ def serve(settings: ConnectionSettings, index_name: str, host: str, port: int, a
     if not _loopback(host) and not api_key:
         echo(f"warning: serving on {host} without --api-key: anyone who can reach this address can search "
              f"{index_name}")
-    searcher = options.searcher(settings, index_name, precision=precision)
-    served = ServiceSettings(index=index_name, api_key=api_key, precision=precision,
-                             pipeline=options.pipeline_settings(**rerank_options),
+    searcher = options.searcher(settings, index_name, precision=precision, device=device)
+    served = ServiceSettings(index=index_name, api_key=api_key, precision=precision, device=device,
+                             pipeline=options.pipeline_settings(device=device, **rerank_options),
                              query_log=settings.query_log and not no_log)
     service = SearchService(searcher.client, served, query_log_index=settings.query_log_index, searcher=searcher)
     service.load()  # the encoder loads before the first request, not during it

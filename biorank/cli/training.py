@@ -33,6 +33,19 @@ from biorank.types import stage_counter
                    "split.")
 @click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True,
               help="With --supervision: relevant passages trained per query, of its best grade.")
+@click.option("--negatives-stage", type=click.Choice(["bm25", "hybrid"]), default="bm25", show_default=True,
+              help="Draw negatives from BM25's top --negatives-from-top, or the hybrid's (what the reranker meets at "
+                   "test time: --negatives-stage hybrid --negatives-from-top 20): the judged queries' (gathered "
+                   "--supervision brings its own) and --synthetic's.")
+@click.option("--synthetic", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A corpus file (any format biorank index reads) whose abstracts give self-supervised groups, "
+                   "trained before the judged ones each epoch: title -> abstract, a sentence -> its abstract "
+                   "without it (inverse cloze); negatives from --negatives-stage's top over the index, false "
+                   "negatives filtered; the dev queries' relevant abstracts left out.")
+@click.option("--synthetic-kinds", default="ict,title", show_default=True,
+              help="With --synthetic: ict (a sentence -> the rest of its abstract), title (title -> abstract).")
+@click.option("--synthetic-limit", type=click.IntRange(1), default=None,
+              help="With --synthetic: at most this many self-supervised groups [default: one per abstract].")
 @click.option("--share", "shares", multiple=True, callback=options.parse_shares, metavar="SOURCE=FRACTION",
               help="With --supervision: train on this share of a source's queries, the same ones each time (by a "
                    "hash of the id); repeatable. The shipped model used nfcorpus=0.25: NFCorpus alone has more "
@@ -55,7 +68,7 @@ from biorank.types import stage_counter
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
 @click.pass_obj
 def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, out: Path,
-                   max_steps: int | None, seed: int, no_store: bool, supervision: Path | None,
+                   max_steps: int | None, seed: int, no_store: bool, supervision: Path | None, synthetic_kinds: str,
                    **recipe: object) -> None:
     """Train a cross-encoder reranker from judgements and BM25 negatives (Hofstätter et al.).
 
@@ -64,6 +77,10 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     trained against up to 20 documents drawn from the query's BM25 top 500 that are not judged for it. The dev
     split is validated after every epoch and the best epoch is kept in --out with a model card. Interrupted? Run
     the same command again: it continues from its last checkpoint.
+
+    \b
+    Each epoch is validated on the dev split and on its unseen part (the dev queries none of whose relevant
+    documents a training query has: eval's --split dev-unseen), which chooses the best epoch.
 
     \b
     Example (SciFact train, about an hour on 2 CPU cores; --base-model all-MiniLM-L6-v2 about half):
@@ -76,6 +93,9 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     model (biorank-reranker; its card in biorank/models/reranker/README.md) came from:
       biorank train-reranker --supervision supervision ... --base-model bge-small-en-v1.5 \\
           --share nfcorpus=0.25 --groups-per-step 8 --trim-groups --epochs 5 --keep last
+    Training for unseen documents (issue 44; a GPU session: docs/measurements/training.md has the arithmetic):
+      biorank train-reranker --supervision supervision ... --synthetic ../shared/data/scifact/corpus.jsonl \\
+          --negatives-stage hybrid --negatives-from-top 20 --groups-per-step 8 --trim-groups --epochs 2
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.models.extras import require_torch
@@ -87,11 +107,14 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
 
     searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
     with stage_progress() as progress:
+        kinds = tuple(k.strip() for k in synthetic_kinds.split(",") if k.strip())
         report = train_reranker(searcher, read_queries(queries_path), read_qrels(qrels_path), out,
-                                RerankerTraining(max_steps=max_steps, seed=seed, **recipe),
+                                RerankerTraining(max_steps=max_steps, seed=seed, synthetic_kinds=kinds, **recipe),
                                 supervision=read(supervision) if supervision else None, progress=progress, log=echo)
     click.echo(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
-               f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25; model and card in {out}")
+               f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25"
+               + (f"; unseen dev ({report.unseen_queries} queries) {report.best_unseen:.4f} against "
+                  f"{report.baseline_unseen:.4f}" if report.unseen_queries else "") + f"; model and card in {out}")
     if not no_store:
         store_reranker(searcher.client, index_name, str(out.resolve()))
         click.echo(f"{index_name} now reranks with it by default (--rerank)")
@@ -181,8 +204,10 @@ def gather_supervision(settings: ConnectionSettings, data: Path, out: Path, nega
     \b
     Held out as "dev" (never trained on): SciFact's dev split by either notion of relevance, NFCorpus dev, the
     BioASQ 7B questions that evaluation scores end to end; the other BioASQ and PubMedQA queries by a hash of
-    their id (20%). Negatives are the BM25 top of the pool of every text (a working index on the cluster,
-    deleted afterwards), never a text of a document judged for the query.
+    their id (20%). "unseen" counts the held-out queries none of whose relevant documents a training query of
+    any source has (eval's --split dev-unseen and unseen measure on them). Negatives are the BM25 top of the
+    pool of every text (a working index on the cluster, deleted afterwards), never a text of a document judged
+    for the query.
 
     \b
     Example:
@@ -198,8 +223,57 @@ def gather_supervision(settings: ConnectionSettings, data: Path, out: Path, nega
         bm25_negatives(options.client(settings), supervision, negatives_from_top,
                        progress=stage_counter(progress, "BM25 negatives", len(supervision.queries)))
     write(supervision, out)
-    counted = ["queries", *KINDS, "with negatives"]
+    counted = ["queries", "unseen", *KINDS, "with negatives"]
     console().print(table("judged queries and their relevant texts", ["source", "split", *counted],
                           [[*key, *(count[c] for c in counted)] for key, count in supervision.counts().items()],
                           right=counted))
     click.echo(f"written to {out}/passages.jsonl and {out}/queries.jsonl")
+
+
+@cli.command("train-snippet-scorer")
+@click.argument("data", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the scorer: model.onnx, vocabulary.npz, settings.json and its card.")
+@click.option("--easy-epochs", type=click.IntRange(0), default=2, show_default=True,
+              help="Epochs on easy negatives first (the embedding cosine calls them unlike the positives).")
+@click.option("--hard-epochs", type=click.IntRange(0), default=4, show_default=True,
+              help="Then epochs on hard ones (where the positives' cosine density is the larger).")
+@click.option("--margin", type=click.FloatRange(0, min_open=True), default=0.3, show_default=True,
+              help="The margin (alpha) of the triplet margin loss, between distances in (0, 1).")
+@click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=1e-3, show_default=True)
+@click.option("--max-queries", type=click.IntRange(1), default=None,
+              help="Train on at most this many queries (a quick try).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def train_snippet_scorer(data: Path, out: Path, max_queries: int | None, seed: int, **recipe: object) -> None:
+    """Train the deep-metric sentence scorer (DMLPR, Rosso-Mateus et al.) of the `metric` snippet perspective.
+
+    A small CNN reads three word-piece similarity channels of a (question, sentence) pair (input-embedding
+    cosine, IDF-weighted exact match, IDF-weighted cosine) and gives a distance; it learns from the triplet
+    margin loss on every sentence and snippet judgement of DATA (SciFact evidence sentences, BioASQ 7B-9B gold
+    snippets), easy negatives first, then hard ones. The dev splits of gather-supervision are held out and
+    give the loss each epoch. Needs torch (biorank[train]); no cluster. The scorer it writes runs in ONNX
+    Runtime: give it to the snippet stage from Python (SnippetScorer(..., metric=MetricScorer.load(OUT))) or
+    put its files in place of the shipped one (biorank/models/metric/, whose card has the command that made it).
+
+    DATA is the shared data folder (scifact/, bioasq/, nfcorpus/, pubmedqa/, pubmed/), gathered here, or a
+    folder `biorank gather-supervision` wrote.
+
+    \b
+    Example:
+      biorank train-snippet-scorer ../shared/data --out models/metric
+    """
+    from biorank.models.catalogue import MAVEN_MODELS, materialise
+    from biorank.models.extras import require_torch
+    from biorank.training.metric import MetricTraining, train_snippet_scorer
+    from biorank.training.supervision import gather, read
+
+    require_torch("train-snippet-scorer")
+    supervision = read(data) if (data / "queries.jsonl").is_file() else gather(data, log=echo)
+    graph = materialise(MAVEN_MODELS[DEFAULT_MODEL]) / "model.onnx"
+    report = train_snippet_scorer(supervision, graph, out,
+                                  MetricTraining(max_queries=max_queries, seed=seed, **recipe),  # type: ignore[arg-type]
+                                  log=echo)
+    last = report.history[-1]
+    click.echo(f"trained in {report.seconds / 60:.1f} min on {report.queries.get('train', 0)} queries; dev "
+               f"triplets ordered {last['dev triplets ordered']:.4f} (untrained: "
+               f"{report.history[0]['dev triplets ordered']:.4f}); scorer and card in {out}")

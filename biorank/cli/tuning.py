@@ -29,9 +29,10 @@ SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all o
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("lambda.png"),
               show_default=True, help="PNG of the metric against λ.")
 @click.option("--no-store", is_flag=True, help="Do not store the best λ with the index.")
+@options.device_option
 @click.pass_obj
 def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, metric: str,
-                split: str, grid: str, plot: Path, no_store: bool) -> None:
+                split: str, grid: str, plot: Path, no_store: bool, device: str) -> None:
     """Grid-search the hybrid's λ on a development set (Ma et al.) and store the best with the index."""
     from biorank.evaluation.measures import parse_measure
     from biorank.store.record import store_lambda
@@ -41,7 +42,7 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
     parse_measure(metric)
     lambdas = _grid(grid, upper=float("inf"))
     queries, qrels = _split_queries(queries_path, qrels_path, split)
-    searcher = options.searcher(settings, index_name, mode="hybrid")
+    searcher = options.searcher(settings, index_name, mode="hybrid", device=device)
     echo(f"tuning λ on {len(queries)} queries ({split}), {metric}, {len(lambdas)} values")
     with record_progress("λ grid", len(lambdas) * len(queries), "queries") as advance:
         table = tune_lambda_grid(searcher, queries, qrels, lambdas, metric, progress=advance)
@@ -72,12 +73,13 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
                    "alone).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("rerank-weight.png"),
               show_default=True, help="PNG of the metric against the weight.")
-@click.option("--no-store", is_flag=True, help="Do not store the best weight with the index.")
+@click.option("--no-store", is_flag=True, help="Do not store the best weight (nor an ensemble) with the index.")
+@options.device_option
 @click.pass_obj
 def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, system: str,
                 reranker_model: str | None, rerank_depth: int, rerank_length: int, rerank_precision: str,
                 metric: str, split: str,
-                grid: str, plot: Path, no_store: bool) -> None:
+                grid: str, plot: Path, no_store: bool, device: str) -> None:
     """Grid-search the reranker's weight on a development set and store the best with the index.
 
     \b
@@ -87,16 +89,18 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
     like λ: the cross-encoder scores each query's top --rerank-depth once, and every weight recombines those
     scores. From then on every --rerank, +rerank system and the service reranking with this cross-encoder
     use it (--rerank-weight still sets any; another cross-encoder gets the default). Tune λ first: the weight
-    mixes the hybrid's scores.
+    mixes the hybrid's scores. An ensemble (--reranker A,B: each member scores every pair, their scores min-max
+    normalised per query and averaged) is tuned the same way and stored as the index's reranker with its weight.
 
     \b
     Example (SciFact train claims, the dev split eval and tune-lambda use):
       biorank tune-rerank --queries $S/queries_train.jsonl --qrels $S/qrels/train.tsv --index scifact
+      biorank tune-rerank ... --reranker biorank-reranker,models/reranker-minilm
     """
     from biorank.evaluation.measures import parse_measure
     from biorank.pipeline import Pipeline, PipelineError, PipelineSettings
-    from biorank.stages.rerank import Reranker
-    from biorank.store.record import store_rerank_weight
+    from biorank.stages.rerank import Ensemble, Reranker
+    from biorank.store.record import store_rerank_weight, store_reranker
     from biorank.tuning.grid import best_setting, plot_grid
     from biorank.tuning.rerank_weight import tune_rerank_weight
 
@@ -110,9 +114,9 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
         raise click.BadParameter(f"name a first stage alone (hybrid, bm25, ...), not {system!r}",
                                  param_hint="--system")
     queries, qrels = _split_queries(queries_path, qrels_path, split)
-    searcher = options.searcher(settings, index_name)
+    searcher = options.searcher(settings, index_name, device=device)
     reranker = Reranker.for_index(searcher, reranker_model, precision=rerank_precision,  # type: ignore[arg-type]
-                                  depth=rerank_depth, weight=0.0, length=rerank_length)
+                                  depth=rerank_depth, weight=0.0, length=rerank_length, device=device)
     identity = reranker.cross_encoder.model_name
     echo(f"tuning the rerank weight of {identity} over {system}'s top {rerank_depth} on {len(queries)} queries "
          f"({split}), {metric}, {len(weights)} values")
@@ -130,6 +134,10 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
                             queries=len(queries), split=split, system=system, depth=rerank_depth,
                             length=rerank_length)
         click.echo(f"stored w = {best:g} with {index_name}: reranking with {identity} uses it from now on")
+        if isinstance(reranker.cross_encoder, Ensemble):
+            # An ensemble has no train-reranker run to make it the index's: the tuning that chose it does.
+            store_reranker(searcher.client, index_name, reranker.cross_encoder.source)
+            click.echo(f"stored the ensemble {reranker.cross_encoder.source} as {index_name}'s reranker")
 
 
 def _split_queries(queries_path: str, qrels_path: str, split: str) -> tuple[dict[str, str], Qrels]:
@@ -171,13 +179,14 @@ def _grid(grid: str, *, upper: float) -> list[float]:
 @click.option("--system", default="hybrid+rerank", show_default=True,
               help="The system whose top 10 documents give the sentences (see biorank eval --help).")
 @click.option("--reranker", "reranker_model", default=None,
-              help="Cross-encoder for +rerank and the relevance perspective: a folder or hub name "
-                   "[default: the index's, from train-reranker, else biorank-reranker, shipped with biorank].")
+              help="Cross-encoder for +rerank and the relevance perspective: a folder or hub name, or several "
+                   "separated by commas (an ensemble) [default: the index's, from train-reranker or tune-rerank, "
+                   "else biorank-reranker, shipped with biorank].")
 @click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True, help=SPLIT_HELP)
-@click.option("--perspectives", default="relevance,similarity,lexical,document", show_default=True,
+@click.option("--perspectives", default="relevance,similarity,lexical,metric,document", show_default=True,
               help="Sentence perspectives the weights may use; the others stay 0. Leave out relevance and the "
-                   "snippet stage runs no cross-encoder over sentences, nearly all of its cost "
-                   "(docs/measurements/snippets.md).")
+                   "snippet stage runs no cross-encoder over sentences, nearly all of its cost; metric is the "
+                   "shipped deep-metric sentence scorer, milliseconds a query (docs/measurements/snippets.md).")
 @click.option("--rounds", type=click.IntRange(1), default=5, show_default=True,
               help="At most this many rounds (document, then sentence weights).")
 @click.option("--trials", type=click.IntRange(1), default=60, show_default=True, help="Optuna trials per phase.")
@@ -187,14 +196,16 @@ def _grid(grid: str, *, upper: float) -> list[float]:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("snippet-tuning.png"),
               show_default=True, help="PNG of every trial and the best so far.")
 @click.option("--no-store", is_flag=True, help="Do not store the weights with the index.")
+@options.device_option
 @click.pass_obj
 def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold: Path, qrels_path: Path | None,
                   index_name: str, system: str, reranker_model: str | None, split: str, perspectives: str,
-                  rounds: int, trials: int, min_gain: float, seed: int, plot: Path, no_store: bool) -> None:
+                  rounds: int, trials: int, min_gain: float, seed: int, plot: Path, no_store: bool,
+                  device: str) -> None:
     """Tune the snippet weights by alternating Bayesian optimisation (Rawal & Baral) and store them.
 
     \b
-    S_sent = a1·relevance + a2·similarity + a3·lexical + a4·S_doc and
+    S_sent = a1·relevance + a2·similarity + a3·lexical + a4·metric + a5·S_doc and
     S_doc = b1·BM25 + b2·s(1) + b3·s(2) + b4·s(3). All weights start equal; each round fixes the sentence
     weights and searches the document weights with Optuna (TPE) for sentence MAP@10, then the other way round,
     until a round gains less than --min-gain. The cluster and the models are asked once per query; the trials
@@ -212,10 +223,10 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
         tuning = SnippetTuning(queries=Path(queries_path), gold=snippet_gold, qrels=qrels_path, system=system,
                                reranker=reranker_model, split=split,
                                perspectives=options.comma_list(perspectives, "--perspectives"), rounds=rounds,
-                               trials=trials, min_gain=min_gain, seed=seed, store=not no_store)
+                               trials=trials, min_gain=min_gain, seed=seed, store=not no_store, device=device)
     except SnippetError as e:
         raise click.BadParameter(str(e), param_hint="--perspectives") from None
-    searcher = options.searcher(settings, index_name)
+    searcher = options.searcher(settings, index_name, device=device)
     with stage_progress() as progress:
         outcome = tune_snippet_weights(searcher, tuning, progress=progress, report=click.echo)
     click.echo(f"tuned: {METRIC} {outcome.result.value:.4f} against {outcome.result.initial:.4f} for equal weights")

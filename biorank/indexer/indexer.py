@@ -13,7 +13,9 @@ Nothing is lost and nothing is duplicated:
 - records a reader could not use, and documents the cluster refused, go to the rejects file with a reason.
 
 The encoder of batch ``n + 1`` runs while the bulk requests of batch ``n`` are in flight (one writer
-thread): on a CPU the encoder is the bound, and this hides the writes behind it.
+thread): on a CPU the encoder is the bound, and this hides the writes behind it. The writer sends a batch's
+requests over one stream per data node (:class:`~biorank.store.writer.BulkWriter`), so without an encoder (vectors
+from ``biorank encode``: :class:`VectorSource`) the cluster's ingest is the bound.
 """
 
 from __future__ import annotations
@@ -28,27 +30,32 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from biorank.config import DEFAULT_INDEX, MAX_RECORD_BYTES
-from biorank.indexer.blocks import block_budget, make_blocks
+from biorank.indexer.blocks import Block, block_budget, make_blocks
 from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import sentences_of
 from biorank.store.ids import block_id, id_problem, sentence_id, storage_id
 from biorank.store.indices import delete_indices, refresh_paused, sentences_index_name
 from biorank.store.mappings.documents import IndexSettings, documents_index_body
-from biorank.store.mappings.sentences import sentences_index_body
+from biorank.store.mappings.sentences import (
+    DEFAULT_SENTENCE_VECTORS,
+    SENTENCE_VECTORS,
+    sentences_index_body,
+    stored_vector,
+)
 from biorank.store.names import check_index_name
-from biorank.store.record import MAPPING_VERSION, IndexMismatch, check_record
+from biorank.store.record import MAPPING_VERSION, IndexMismatch, check_record, read_record
 from biorank.store.server import bm25_similarity
-from biorank.store.writer import BulkWriter, WriteFailure
+from biorank.store.writer import BulkWriter, WriteFailure, data_nodes
 from biorank.types import Abstract, Advance, Deletion, Rejected, Sentence
 
 if TYPE_CHECKING:
+    import numpy as np
     from opensearchpy import OpenSearch
 
     from biorank.models.encoder import Encoder
-
 
 
 @dataclass(frozen=True)
@@ -68,9 +75,15 @@ class IndexOptions:
     """Where rejected records are listed (tab-separated: source, line, id, reason); written only when needed."""
     max_record_bytes: int = MAX_RECORD_BYTES
     """A longer record (title + abstract, UTF-8) is rejected: its text would cost minutes and gigabytes."""
+    sentence_vectors: str | None = None
+    """How a new sentences index stores its vectors (:data:`~biorank.store.mappings.sentences.SENTENCE_VECTORS`);
+    None: an existing index's own choice, else the default."""
 
     def __post_init__(self) -> None:
         check_index_name(self.index)
+        if self.sentence_vectors not in (None, *SENTENCE_VECTORS):
+            raise ValueError(f"sentence_vectors must be one of {', '.join(SENTENCE_VECTORS)}, "
+                             f"not {self.sentence_vectors!r}")
 
 
 @dataclass
@@ -102,6 +115,101 @@ def content_hash(record: Abstract, *, model: str, with_sentences: bool) -> str:
     del fields["source"], fields["line"]
     key = json.dumps([fields, model, MAPPING_VERSION, with_sentences], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What an index records of the encoder that made its vectors, and what its blocks were cut to: all that a
+    load from shards (``biorank encode``) needs in place of the encoder itself."""
+
+    name: str
+    """The identity the index records (:attr:`Encoder.model_name`: weights, and prefixes not the model's own)."""
+    source: str
+    dimension: int
+    max_seq_length: int
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_lambda: float | None = None
+
+    @classmethod
+    def of(cls, encoder: Encoder) -> ModelIdentity:
+        return cls(name=encoder.model_name, source=encoder.source, dimension=encoder.dimension,
+                   max_seq_length=encoder.max_seq_length, prompts=encoder.prefixes.as_prompts(),
+                   default_lambda=encoder.default_lambda)
+
+    @property
+    def block_tokens(self) -> int:
+        return block_budget(self.max_seq_length)
+
+
+@dataclass
+class EncodedDocument:
+    """One record as the index holds it: its blocks and (with sentences) its sentences, each with its vector."""
+
+    id: str
+    blocks: list[Block]
+    block_vectors: np.ndarray
+    sentences: list[Sentence]
+    sentence_vectors: np.ndarray
+
+
+def encode_records(encoder: Encoder, records: list[Abstract], *, with_sentences: bool,
+                   encode_sentences: bool = True) -> list[EncodedDocument]:
+    """Split ``records`` into sentences, cut them into blocks of the encoder's budget, and encode both: what
+    ``biorank index`` writes and ``biorank encode`` stores, from this one function.
+
+    Args:
+        encoder: the passage encoder (its tokenizer cuts the blocks).
+        records: the documents, in order.
+        with_sentences: whether sentences are encoded too (else each document's sentence list is empty).
+        encode_sentences: False for sentences without vectors (an index that stores none): each document's
+            ``sentence_vectors`` then has no columns.
+
+    Returns:
+        One :class:`EncodedDocument` per record, in order.
+
+    Example:
+        >>> encode_records(Encoder(), [abstract], with_sentences=True)[0].blocks[0].text  # doctest: +SKIP
+    """
+    sentences = [sentences_of(r) for r in records]
+    titles = [r.title.strip() for r in records]
+    abstract_sentences = [[s for s in ss if s.section == "abstract"] for ss in sentences]
+    pieces = encoder.tokenize_batch(titles + [s.text for ss in abstract_sentences for s in ss])
+    title_pieces, sentence_pieces = pieces[: len(records)], iter(pieces[len(records):])
+    budget = block_budget(encoder.max_seq_length)
+    blocks = [
+        make_blocks(title, tp, [s.text for s in ss], [next(sentence_pieces) for _ in ss], budget)
+        for title, tp, ss in zip(titles, title_pieces, abstract_sentences, strict=True)
+    ]
+    if not with_sentences:
+        sentences = [[] for _ in records]
+    block_vectors = encoder.encode([b.text for bs in blocks for b in bs])
+    texts = [s.text for ss in sentences for s in ss]
+    if encode_sentences:
+        sentence_vectors = encoder.encode(texts)
+    else:
+        import numpy as np
+
+        sentence_vectors = np.zeros((len(texts), 0), dtype=np.float32)
+    documents, b, s = [], 0, 0
+    for record, doc_blocks, doc_sentences in zip(records, blocks, sentences, strict=True):
+        documents.append(EncodedDocument(record.id, doc_blocks, block_vectors[b: b + len(doc_blocks)],
+                                         doc_sentences, sentence_vectors[s: s + len(doc_sentences)]))
+        b, s = b + len(doc_blocks), s + len(doc_sentences)
+    return documents
+
+
+class VectorSource(Protocol):
+    """Where the vectors come from in place of an encoder: the shards ``biorank encode`` wrote
+    (:class:`~biorank.indexer.shards.ShardReader`)."""
+
+    @property
+    def identity(self) -> ModelIdentity: ...
+
+    def check(self, paths: list[Path], options: IndexOptions) -> None:
+        """Refuse, in one line, input files or options other than those the vectors were made from."""
+
+    def documents(self, records: list[Abstract], hashes: dict[str, str]) -> list[EncodedDocument]:
+        """The encoded form of ``records`` (in the input's order), each made from the content ``hashes`` says."""
 
 
 def estimate_records(path: str | Path) -> int:
@@ -173,11 +281,17 @@ class Indexer:
     """
 
     def __init__(self, client: OpenSearch, options: IndexOptions | None = None, *,
-                 encoder: Encoder | None = None, writer: BulkWriter | None = None) -> None:
+                 encoder: Encoder | None = None, writer: BulkWriter | None = None,
+                 vectors: VectorSource | None = None) -> None:
+        """Args: ``vectors``, where given, supplies every block and sentence with its vector (the shards of
+        ``biorank encode``), so no encoder is loaded; ``writer`` defaults to one bulk stream per data node."""
         self.client = client
         self.options = options or IndexOptions()
         self._encoder = encoder
-        self._writer = writer or BulkWriter(client)
+        self._writer = writer
+        self._vectors = vectors
+        self.sentence_vectors = self.options.sentence_vectors or DEFAULT_SENTENCE_VECTORS
+        """How the sentences index stores its vectors; :meth:`prepare_indices` settles it against the index."""
 
     @property
     def encoder(self) -> Encoder | None:
@@ -199,6 +313,11 @@ class Indexer:
 
             self._encoder = Encoder()
         return self._encoder
+
+    @property
+    def identity(self) -> ModelIdentity:
+        """The encoder the index is written with: the shards' where vectors are given, else the encoder's."""
+        return self._vectors.identity if self._vectors is not None else ModelIdentity.of(self.load())
 
     @property
     def sentences_index(self) -> str | None:
@@ -226,18 +345,23 @@ class Indexer:
         started = time.monotonic()
         # Problems with a whole file (missing, unreadable, unknown format) stop the run before any index exists.
         o = self.options
-        readers = [(Path(p), read_records(p, o.format, id_field=o.id_field, title_field=o.title_field,
-                                          text_field=o.text_field)) for p in paths]
+        paths = [Path(p) for p in paths]
+        readers = [(p, read_records(p, o.format, id_field=o.id_field, title_field=o.title_field,
+                                    text_field=o.text_field)) for p in paths]
+        if self._vectors is not None:
+            self._vectors.check(paths, o)
         self.prepare_indices()
+        if self._writer is None:
+            self._writer = BulkWriter(self.client, streams=data_nodes(self.client))
         indices = [i for i in (self.options.index, self.sentences_index) if i]
-        rejects = _RejectsFile(self.options.rejects or Path(f"biorank-rejects-{self.options.index}.tsv"))
+        rejects = RejectsFile(self.options.rejects or Path(f"biorank-rejects-{self.options.index}.tsv"))
         try:
             with (refresh_paused(self.client, indices),
                   ThreadPoolExecutor(max_workers=1, thread_name_prefix="biorank-bulk") as pool):
                 in_flight: Future | None = None
                 in_flight_ids: set[str] = set()
                 file_start = _counts(report)
-                for batch in self._batches(readers, report, rejects):
+                for batch in read_batches(readers, o, report, rejects):
                     if in_flight is not None and batch.ids & in_flight_ids:
                         # A later version or a withdrawal of a document still being written: preparing it now
                         # would read the version before, and the older write could land last.
@@ -265,28 +389,34 @@ class Indexer:
     # Indices ---------------------------------------------------------------------------------------------
     def prepare_indices(self) -> None:
         """Create the indices, or check that existing ones were built by biorank with the same encoder."""
-        encoder, settings = self.load(), self.options.settings
-        model, dimension = encoder.model_name, encoder.dimension
-        encoder.export_for_queries()
+        identity, settings = self.identity, self.options.settings
+        model, dimension = identity.name, identity.dimension
+        if self._vectors is None:
+            self.load().export_for_queries()
         if self.options.recreate:
             delete_indices(self.client, self.options.index)
         similarity = bm25_similarity(self.client)
+        self.sentence_vectors = self._sentence_vectors()
         bodies = {
             self.options.index: documents_index_body(
                 settings, model=model, dimension=dimension,
-                block_tokens=block_budget(encoder.max_seq_length), sentences_index=self.sentences_index,
-                model_source=encoder.source, prefixes=encoder.prefixes.as_prompts(),
-                default_lambda=encoder.default_lambda, similarity=similarity,
+                block_tokens=identity.block_tokens, sentences_index=self.sentences_index,
+                model_source=identity.source, prefixes=identity.prompts,
+                default_lambda=identity.default_lambda, similarity=similarity,
+                sentence_vectors=self.sentence_vectors,
             )
         }
         if self.sentences_index:
             bodies[self.sentences_index] = sentences_index_body(
                 settings, model=model, dimension=dimension, documents_index=self.options.index,
-                similarity=similarity,
+                similarity=similarity, vectors=self.sentence_vectors,
             )
         for name, body in bodies.items():
             if self.client.indices.exists(index=name):
                 record = check_record(self.client, name, model=model)
+                if record.block_tokens not in (None, identity.block_tokens):
+                    raise IndexMismatch(f"{name!r} holds blocks of {record.block_tokens} word pieces, these are cut "
+                                        f"to {identity.block_tokens}; index into another --index or --recreate")
                 if name == self.sentences_index and (record.kind, record.documents_index) != (
                         "sentences", self.options.index):
                     # Its own record says whose sentences it holds; writing ours beside them would mix two indices.
@@ -296,77 +426,34 @@ class Indexer:
             else:
                 self.client.indices.create(index=name, body=body)
 
-    # Reading -----------------------------------------------------------------------------------------------
-    def _batches(self, readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | Deletion]]], report: IndexReport,
-                 rejects: _RejectsFile) -> Iterator[_Batch]:
-        batch: dict[str, Abstract] = {}
-        deletions: dict[str, Deletion] = {}
-        for path, records in readers:
-            for record in records:
-                report.read += 1
-                if isinstance(record, Deletion):
-                    # A version earlier in this input is withdrawn with it, before it was ever written.
-                    batch.pop(record.id, None)
-                    deletions[record.id] = record
-                    if len(batch) + len(deletions) >= self.options.batch_size:
-                        yield _Batch(list(batch.values()), list(deletions.values()))
-                        batch, deletions = {}, {}
-                    continue
-                if isinstance(record, Abstract) and (problem := self._problem(record)):
-                    record = Rejected(record.source, record.line, record.id, problem)
-                if isinstance(record, Rejected):
-                    report.rejected[record.reason.split(":")[0]] += 1
-                    rejects.write(record.source, record.line, record.id, record.reason)
-                    continue
-                # Withdrawn earlier in the file and given again: it is back.
-                deletions.pop(record.id, None)
-                # The same id twice in a batch: the later record wins, as a second write would, and the earlier
-                # one is reported (a repeat in a later batch is counted as replaced).
-                earlier = batch.pop(record.id, None)
-                if earlier is not None:
-                    report.rejected["duplicate id"] += 1
-                    rejects.write(earlier.source, earlier.line, earlier.id,
-                                  f"duplicate id: replaced by the record at line {record.line}")
-                batch[record.id] = record
-                if len(batch) + len(deletions) >= self.options.batch_size:
-                    yield _Batch(list(batch.values()), list(deletions.values()))
-                    batch, deletions = {}, {}
-            # A batch never spans two files, so every file's writes can be known complete (``file_done``); the
-            # last batch of a file says so, even an empty one.
-            yield _Batch(list(batch.values()), list(deletions.values()), ends=path)
-            batch, deletions = {}, {}
-
-    def _problem(self, record: Abstract) -> str | None:
-        size = len(record.title.encode()) + len(record.abstract.encode())
-        if size > self.options.max_record_bytes:
-            return (f"record too large: {size:,} bytes of title and abstract, the limit is "
-                    f"{self.options.max_record_bytes:,} (--max-record-bytes)")
-        return id_problem(record.id)
+    def _sentence_vectors(self) -> str:
+        """How the sentences are stored: as the existing sentences index stores them, else as asked, else the
+        default; asking an existing index for another choice is refused (its field could not take the vectors)."""
+        asked, name = self.options.sentence_vectors, self.sentences_index
+        if name and self.client.indices.exists(index=name):
+            stored = read_record(self.client, name).sentence_vectors
+            if asked not in (None, stored):
+                raise IndexMismatch(f"{name!r} stores its sentence vectors as {stored!r}, not {asked!r}; leave "
+                                    "--sentence-vectors out, or --recreate")
+            return stored
+        return asked or DEFAULT_SENTENCE_VECTORS
 
     # Preparing ---------------------------------------------------------------------------------------------
     def _prepare(self, input_batch: _Batch, report: IndexReport) -> _Prepared:
-        o, encoder = self.options, self.load()
+        o = self.options
         batch = input_batch.records
-        model = encoder.model_name
+        model = self.identity.name
         hashes = {r.id: content_hash(r, model=model, with_sentences=o.sentences) for r in batch}
         previous = self._stored(list(hashes))
         todo = [r for r in batch if previous.get(r.id, {}).get("content_hash") != hashes[r.id]]
         report.unchanged += len(batch) - len(todo)
         report.replaced += sum(r.id in previous for r in todo)
 
-        sentences = {r.id: sentences_of(r) for r in todo}
-        titles = [r.title.strip() for r in todo]
-        abstract_sentences = [[s for s in sentences[r.id] if s.section == "abstract"] for r in todo]
-        pieces = encoder.tokenize_batch(titles + [s.text for ss in abstract_sentences for s in ss])
-        title_pieces, sentence_pieces = pieces[: len(todo)], iter(pieces[len(todo):])
-        budget = block_budget(encoder.max_seq_length)
-        blocks = [
-            make_blocks(title, tp, [s.text for s in ss], [next(sentence_pieces) for _ in ss], budget)
-            for title, tp, ss in zip(titles, title_pieces, abstract_sentences, strict=True)
-        ]
-        block_vectors = iter(encoder.encode([b.text for bs in blocks for b in bs]))
-        all_sentences: list[Sentence] = [s for r in todo for s in sentences[r.id]] if o.sentences else []
-        sentence_vectors = iter(encoder.encode([s.text for s in all_sentences]))
+        if self._vectors is not None:
+            encoded = self._vectors.documents(todo, hashes)
+        else:
+            encoded = encode_records(self.load(), todo, with_sentences=o.sentences,
+                                     encode_sentences=self.sentence_vectors != "none")
 
         first: list[dict] = []
         last: dict[str, dict] = {}
@@ -375,16 +462,15 @@ class Indexer:
         def add(action: dict, doc_id: str) -> None:
             first.append(action)
             owners[action["_index"], action["_id"]] = doc_id
-        for record, doc_blocks in zip(todo, blocks, strict=True):
+        for record, doc in zip(todo, encoded, strict=True):
             # Numbers past the last sentence of each section; sources may skip a blank sentence's number.
             extent: Counter = Counter()
-            for s in sentences[record.id] if o.sentences else ():
+            for s in doc.sentences:
                 extent[s.section] = max(extent[s.section], s.number + 1)
-            for b in doc_blocks:
+            for b, vector in zip(doc.blocks, doc.block_vectors, strict=True):
                 source = {
-                    "id": record.id, "block": b.number, "n_blocks": len(doc_blocks), "title": record.title,
-                    "passage": b.text, "wordpieces": " ".join(b.wordpieces),
-                    "embedding": next(block_vectors).tolist(),
+                    "id": record.id, "block": b.number, "n_blocks": len(doc.blocks), "title": record.title,
+                    "passage": b.text, "wordpieces": " ".join(b.wordpieces), "embedding": vector.tolist(),
                     "journal": record.journal, "year": record.year, "mesh": list(record.mesh),
                 }
                 if b.number == 0:
@@ -396,16 +482,17 @@ class Indexer:
                     last[record.id] = {"_index": o.index, "_id": storage_id(record.id), "_source": source}
                 else:
                     add({"_index": o.index, "_id": block_id(record.id, b.number), "_source": source}, record.id)
-            for action in self._stale(record.id, previous.get(record.id), len(doc_blocks), extent):
+            for action in self._stale(record.id, previous.get(record.id), len(doc.blocks), extent):
                 add(action, record.id)
-        for s in all_sentences:
-            add({
-                "_index": self.sentences_index, "_id": sentence_id(s.doc_id, s.section, s.number),
-                "_source": {"doc_id": s.doc_id, "section": s.section, "number": s.number, "begin": s.begin,
-                            "end": s.end, "text": s.text, "embedding": next(sentence_vectors).tolist()},
-            }, s.doc_id)
-        report.blocks += sum(len(bs) for bs in blocks)
-        report.sentences += len(all_sentences)
+        for doc in encoded if o.sentences else ():
+            for s, vector in zip(doc.sentences, doc.sentence_vectors, strict=True):
+                add({
+                    "_index": self.sentences_index, "_id": sentence_id(s.doc_id, s.section, s.number),
+                    "_source": {"doc_id": s.doc_id, "section": s.section, "number": s.number, "begin": s.begin,
+                                "end": s.end, "text": s.text, **stored_vector(self.sentence_vectors, vector)},
+                }, s.doc_id)
+        report.blocks += sum(len(doc.blocks) for doc in encoded)
+        report.sentences += sum(len(doc.sentences) for doc in encoded) if o.sentences else 0
         return _Prepared(first, last, owners, [d.id for d in input_batch.deletions],
                          len(input_batch.records) + len(input_batch.deletions))
 
@@ -470,7 +557,7 @@ class Indexer:
         last_failures = self._writer.write(firsts)
         return len(firsts) - len(last_failures), len(doc_ids) - len(stored), failures + last_failures
 
-    def _finish(self, result: _Written, report: IndexReport, rejects: _RejectsFile,
+    def _finish(self, result: _Written, report: IndexReport, rejects: RejectsFile,
                 progress: Advance | None) -> None:
         report.indexed += result.indexed
         report.deleted += result.deleted
@@ -480,6 +567,57 @@ class Indexer:
             rejects.write(f.index, 0, f.id, f"indexing failed: {f.reason}")
         if progress is not None:
             progress(result.records)
+
+
+def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | Deletion]]], options: IndexOptions,
+                 report: IndexReport, rejects: RejectsFile) -> Iterator[_Batch]:
+    """The input in batches of ``options.batch_size`` records, each within one file (the last of each file says
+    so), with what cannot be indexed reported to ``rejects``: how ``index`` and ``encode`` both read."""
+    batch: dict[str, Abstract] = {}
+    deletions: dict[str, Deletion] = {}
+    for path, records in readers:
+        for record in records:
+            report.read += 1
+            if isinstance(record, Deletion):
+                # A version earlier in this input is withdrawn with it, before it was ever written.
+                batch.pop(record.id, None)
+                deletions[record.id] = record
+                if len(batch) + len(deletions) >= options.batch_size:
+                    yield _Batch(list(batch.values()), list(deletions.values()))
+                    batch, deletions = {}, {}
+                continue
+            if isinstance(record, Abstract) and (problem := record_problem(record, options)):
+                record = Rejected(record.source, record.line, record.id, problem)
+            if isinstance(record, Rejected):
+                report.rejected[record.reason.split(":")[0]] += 1
+                rejects.write(record.source, record.line, record.id, record.reason)
+                continue
+            # Withdrawn earlier in the file and given again: it is back.
+            deletions.pop(record.id, None)
+            # The same id twice in a batch: the later record wins, as a second write would, and the earlier
+            # one is reported (a repeat in a later batch is counted as replaced).
+            earlier = batch.pop(record.id, None)
+            if earlier is not None:
+                report.rejected["duplicate id"] += 1
+                rejects.write(earlier.source, earlier.line, earlier.id,
+                              f"duplicate id: replaced by the record at line {record.line}")
+            batch[record.id] = record
+            if len(batch) + len(deletions) >= options.batch_size:
+                yield _Batch(list(batch.values()), list(deletions.values()))
+                batch, deletions = {}, {}
+        # A batch never spans two files, so every file's writes can be known complete (``file_done``); the
+        # last batch of a file says so, even an empty one.
+        yield _Batch(list(batch.values()), list(deletions.values()), ends=path)
+        batch, deletions = {}, {}
+
+
+def record_problem(record: Abstract, options: IndexOptions) -> str | None:
+    """Why ``record`` cannot be indexed (too large, an id OpenSearch cannot hold), or None."""
+    size = len(record.title.encode()) + len(record.abstract.encode())
+    if size > options.max_record_bytes:
+        return (f"record too large: {size:,} bytes of title and abstract, the limit is "
+                f"{options.max_record_bytes:,} (--max-record-bytes)")
+    return id_problem(record.id)
 
 
 def _counts(report: IndexReport, since: IndexReport | None = None) -> IndexReport:
@@ -496,7 +634,7 @@ def _counts(report: IndexReport, since: IndexReport | None = None) -> IndexRepor
     return copy
 
 
-class _RejectsFile:
+class RejectsFile:
     """Opened on the first reject only, so a clean run leaves no empty file behind."""
 
     def __init__(self, path: Path) -> None:

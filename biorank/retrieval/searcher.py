@@ -24,9 +24,7 @@ only as ``match`` text and as script ``params``.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -34,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from biorank.errors import BiorankError
 from biorank.retrieval.filters import FilterError, Filters
 from biorank.retrieval.modes import MODE_TABLE, FirstStageMode, Mode, Query, Request
-from biorank.store.failures import reason
+from biorank.store.failures import lost_node, missing_shards, patiently, reason
 from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, read_record, verify_record
 
@@ -71,7 +69,9 @@ class SearchSettings:
     ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that
     combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
     ``hybrid-approx``, ``rrf`` and ``minmax``. ``precision`` is the query encoder's backend
-    (:data:`~biorank.models.encoder.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch).
+    (:data:`~biorank.models.encoder.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch) and
+    ``device`` where it runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``; "auto" encodes queries in ONNX Runtime on
+    the CPU, :mod:`biorank.models.device`).
     ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
     (:class:`~biorank.retrieval.filters.Filters`). ``exact_limit``: ``hybrid`` over an index of more blocks
     takes ``hybrid-approx``'s route with K = ``union_candidates`` (the script's cost grows with every block,
@@ -84,6 +84,7 @@ class SearchSettings:
     candidates: int = 1000
     rrf_k: int = 60
     precision: str = "auto"
+    device: str = "auto"
     filters: Filters = field(default_factory=Filters)
     exact_limit: int = EXACT_LIMIT
     union_candidates: int = UNION_CANDIDATES
@@ -239,6 +240,7 @@ class Searcher:
 
             encoder = Encoder(self.record.encoder_source, stage="queries",
                               precision=self.settings.precision,  # type: ignore[arg-type]
+                              device=self.settings.device,
                               prefixes=Prefixes.from_mapping(self.record.prefixes))
             verify_record(self.record, model=encoder.model_name)
             self._encoder = encoder
@@ -363,7 +365,7 @@ class Searcher:
             lines += [{"index": self.index, **options}, request.body]
             if sent is not None:
                 sent.append((f"GET {self.index}/_search?{_query_string(options)}", request.body))
-        responses = self.client.msearch(body=lines)["responses"] if lines else []
+        responses = patiently(lambda: self.client.msearch(body=lines))["responses"] if lines else []
         for request, response in zip(batched, responses, strict=True):
             if "error" in response:
                 raise BiorankError(refusal(self.settings.mode, self.index, response["error"]))
@@ -379,7 +381,7 @@ class Searcher:
         from opensearchpy.exceptions import TransportError
 
         try:
-            return self.client.search(index=self.index, body=body, params=_as_params(options))
+            return patiently(lambda: self.client.search(index=self.index, body=body, params=_as_params(options)))
         except TransportError as e:
             message = mode.refused(e, self.client)
             if message is None:
@@ -411,17 +413,11 @@ def _query_string(options: Mapping[str, Any]) -> str:
     return "&".join(f"{k}={v}" for k, v in _as_params(options).items())
 
 
-_LOST_NODE = ("no_shard_available_action_exception", "node_not_connected_exception", "node_disconnected_exception",
-              "connect_transport_exception")
-"""Shard failures that mean a node holding a shard copy is gone, not that the query is wrong."""
-
-
 def refusal(mode: str, index: str, error: Any) -> str:
     """One line for an error OpenSearch answered a search with; shards without a live copy are named."""
-    causes = [*error.get("root_cause", []), error.get("caused_by") or {}] if isinstance(error, dict) else []
-    missing = re.search(r"missing shards (\[.*\])\. ", json.dumps(error))
-    if missing or any(c.get("type") in _LOST_NODE for c in causes):
-        where = f"shards {missing.group(1)} have" if missing else "a shard has"
+    missing = missing_shards(error)
+    if missing or lost_node(error):
+        where = f"shards {missing} have" if missing else "a shard has"
         return (f"index {index!r} cannot be searched in full: {where} no live copy (a node holding them is down "
                 f"and they have no replica); restart the node (`biorank cluster start` restarts lost local "
                 f"nodes) or build the index with --replicas 1 so that a lost node costs no answers")

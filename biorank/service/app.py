@@ -69,13 +69,14 @@ PMID = re.compile(r"^\d{1,9}$")
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    """What ``biorank serve`` serves: an index, its query encoder's backend, the reranker's settings (``pipeline``:
-    the cross-encoder, depth, weight, backend; each request sets the mode, switches and filters), optionally
-    behind an API key."""
+    """What ``biorank serve`` serves: an index, its query encoder's backend and device, the reranker's settings
+    (``pipeline``: the cross-encoder, depth, weight, backend, device; each request sets the mode, switches and
+    filters), optionally behind an API key."""
 
     index: str
     api_key: str | None = None
     precision: str = "auto"
+    device: str = "auto"
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     query_log: bool = True
 
@@ -141,7 +142,8 @@ class SearchService:
         """
         if self._searcher is None:
             self._searcher = Searcher.open(self.client, self.settings.index,
-                                           SearchSettings(precision=self.settings.precision))
+                                           SearchSettings(precision=self.settings.precision,
+                                                          device=self.settings.device))
         self._searcher.load()
         return self._searcher
 

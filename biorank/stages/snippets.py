@@ -1,19 +1,22 @@
-"""Snippets: the sentences of a query's top documents that best answer it, scored from four perspectives
-(Rawal & Baral §3-4) and located by BioASQ offsets.
+"""Snippets: the sentences of a query's top documents that best answer it, scored from five perspectives
+(Rawal & Baral §3-4, and Rosso-Mateus et al.'s deep-metric scorer) and located by BioASQ offsets.
 
 For the top documents of a query (after reranking where the system reranks), every sentence of each document
-(from the sentences index) gets four values, each normalised to [0, 1] within the query (see :func:`minmax`):
+(from the sentences index) gets five values, each normalised to [0, 1] within the query (see :func:`minmax`):
 
 1. relevance: the cross-encoder reranker on (query, sentence);
 2. similarity: cosine of the query's and the sentence's vectors (the index's encoder; OpenSearch computes it
-   over the stored sentence vectors, which ``_source`` does not carry);
+   over the stored sentence vectors, which ``_source`` does not carry, or, in an index that stores none, the
+   encoder encodes the candidate sentences at query time: ``sentence_vectors`` in the index record);
 3. lexical: BM25 of the sentence (the sentences index's ``text``);
-4. document: S_doc of its document.
+4. metric: the deep-metric sentence scorer (:mod:`biorank.models.metric`: a small CNN over the pair's word-piece
+   similarities, milliseconds for a query's sentences where the cross-encoder takes seconds);
+5. document: S_doc of its document.
 
-``S_sent = a1·relevance + a2·similarity + a3·lexical + a4·S_doc`` and
+``S_sent = a1·relevance + a2·similarity + a3·lexical + a4·metric + a5·S_doc`` and
 ``S_doc = b1·BM25(document) + b2·s(1) + b3·s(2) + b4·s(3)``, where s(i) is the document's i-th best sentence
-score over the first three perspectives: a document's score cannot contain itself, and within one document
-the a4 term is the same for every sentence, so it only decides between sentences of different documents.
+score over the first four perspectives: a document's score cannot contain itself, and within one document
+the a5 term is the same for every sentence, so it only decides between sentences of different documents.
 A system can also reorder its top documents by S_doc. The weights are tuned by
 :mod:`biorank.tuning.snippet_weights` and stored with the index (``snippet_weights`` in its biorank record).
 """
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from biorank.errors import BiorankError
 from biorank.retrieval.fusion import min_max
 from biorank.retrieval.requests import dense_script_field
+from biorank.store.failures import patiently, reason
+from biorank.store.mappings.sentences import BYTE_SCALE, quantise
 from biorank.types import PERSPECTIVES, Advance, Answer, Hit, Sentence, Snippet
 
 if TYPE_CHECKING:
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from biorank.models.cross_encoder import CrossEncoder, Precision
+    from biorank.models.metric import MetricScorer
     from biorank.retrieval.searcher import Searcher
     from biorank.store.record import IndexRecord
 
@@ -65,25 +71,26 @@ class SnippetError(BiorankError):
     """Snippets cannot be scored as asked (no sentences index, weights that do not fit, no cross-encoder)."""
 
 
-Weights = tuple[float, float, float, float]
+Weights = tuple[float, ...]
 
 
 @dataclass(frozen=True)
 class SnippetWeights:
-    """a1 … a4 (``sentence``, in :data:`PERSPECTIVES` order) and b1 … b4 (``document``, :data:`DOCUMENT_PARTS`).
+    """a1 … a5 (``sentence``, in :data:`PERSPECTIVES` order) and b1 … b4 (``document``, :data:`DOCUMENT_PARTS`).
 
     Only ratios matter for a ranking; the tuner searches each weight in [0, 1] and starts from all equal.
     """
 
-    sentence: Weights = (1.0, 1.0, 1.0, 1.0)
-    document: Weights = (1.0, 1.0, 1.0, 1.0)
+    sentence: Weights = (1.0,) * len(PERSPECTIVES)
+    document: Weights = (1.0,) * len(DOCUMENT_PARTS)
 
     def __post_init__(self) -> None:
-        for group in ("sentence", "document"):
+        for group, names in (("sentence", PERSPECTIVES), ("document", DOCUMENT_PARTS)):
             values = getattr(self, group)
-            if len(values) != 4 or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
-                                           for v in values):
-                raise SnippetError(f"{group} weights must be 4 numbers >= 0, not {values!r}")
+            if len(values) != len(names) or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+                                                    for v in values):
+                raise SnippetError(f"{group} weights must be {len(names)} numbers >= 0 ({', '.join(names)}), "
+                                   f"not {values!r}")
             object.__setattr__(self, group, tuple(float(v) for v in values))
 
     @classmethod
@@ -108,8 +115,10 @@ class SnippetWeights:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SnippetWeights:
         try:
-            return cls(sentence=tuple(float(data["sentence"][p]) for p in PERSPECTIVES),  # type: ignore[arg-type]
-                       document=tuple(float(data["document"][p]) for p in DOCUMENT_PARTS))  # type: ignore[arg-type]
+            # An index tuned before the metric perspective existed scores without it, as it was tuned.
+            sentence = {"metric": 0.0, **data["sentence"]}
+            return cls(sentence=tuple(float(sentence[p]) for p in PERSPECTIVES),
+                       document=tuple(float(data["document"][p]) for p in DOCUMENT_PARTS))
         except (KeyError, TypeError, ValueError) as e:
             raise SnippetError(f"stored snippet weights are incomplete ({e!r}); run biorank tune-snippets "
                                "again") from None
@@ -123,7 +132,7 @@ class SnippetWeights:
         return replace(self, **{group: tuple(values)})
 
     def uses(self, perspective: str) -> bool:
-        """Whether the perspective counts at all: only a1 … a3 bring a sentence perspective into the scores."""
+        """Whether the perspective counts at all: only a1 … a4 bring a sentence perspective into the scores."""
         return self.sentence[PERSPECTIVES.index(perspective)] > 0
 
     def describe(self) -> str:
@@ -132,12 +141,14 @@ class SnippetWeights:
         return f"sentence: {a}; document: {b}"
 
 
-UNTUNED_WEIGHTS = SnippetWeights(sentence=(0.0, 0.496, 0.304, 0.989), document=(0.575, 0.818, 0.005, 0.408))
+UNTUNED_WEIGHTS = SnippetWeights(sentence=(0.0, 0.496, 0.304, 0.0, 0.989), document=(0.575, 0.818, 0.005, 0.408))
 """What an index without weights of its own scores with: those ``tune-snippets`` found on SciFact's dev split
 (2026-11-26, ``--perspectives similarity,lexical,document``), not equal weights over all four. On the 240 BioASQ
 7B questions, which neither they nor the shipped cross-encoder saw, they give official snippet MAP 1.7545 against
 1.6602 for equal weights (p 0.002; F1 0.3885 against 0.4000, p 0.08), and they leave the relevance perspective
-out: no cross-encoder over the top 10 documents' ~100 sentences, 3.2 s of a 5.6 s query on 2 AVX2 cores."""
+out: no cross-encoder over the top 10 documents' ~100 sentences, 3.2 s of a 5.6 s query on 2 AVX2 cores. The metric
+perspective stays at 0: added to them, or tuned with them on SciFact dev, it lost snippet MAP on BioASQ 7B
+(``benchmarks/records/snippet_metric.json``)."""
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
@@ -172,16 +183,17 @@ class SentenceCandidates:
     lexical: np.ndarray
     similarity: np.ndarray | None = None
     relevance: np.ndarray | None = None
+    metric: np.ndarray | None = None
     matches: tuple[tuple[tuple[int, int], ...], ...] | None = None
 
     @cached_property
     def normalised(self) -> np.ndarray:
-        """(sentences, 3): relevance, similarity and lexical, each min-max normalised within the query."""
+        """(sentences, 4): relevance, similarity, lexical and metric, each min-max normalised within the query."""
         import numpy as np
 
         columns = [minmax(v) if v is not None else np.zeros(len(self.sentences))
-                   for v in (self.relevance, self.similarity, self.lexical)]
-        return np.stack(columns, axis=1) if self.sentences else np.zeros((0, 3))
+                   for v in (self.relevance, self.similarity, self.lexical, self.metric)]
+        return np.stack(columns, axis=1) if self.sentences else np.zeros((0, len(columns)))
 
     @cached_property
     def doc_bm25_normalised(self) -> np.ndarray:
@@ -206,14 +218,14 @@ class SentenceCandidates:
         import numpy as np
 
         a, b = weights.sentence, weights.document
-        partial = self.normalised @ np.asarray(a[:3])
+        partial = self.normalised @ np.asarray(a[:-1])
         slots = self.slots
         best = np.where(slots >= 0, partial[slots] if partial.size else 0.0, -np.inf)
         # Three largest per row, best first; a document with fewer sentences gets 0 for the ones it lacks.
         top = -np.sort(-best, axis=1)[:, :3]
         top[~np.isfinite(top)] = 0.0
         s_doc = b[0] * self.doc_bm25_normalised + top @ np.asarray(b[1:])
-        s_sent = partial + a[3] * minmax(s_doc)[self.doc_of] if len(self.doc_of) else partial
+        s_sent = partial + a[-1] * minmax(s_doc)[self.doc_of] if len(self.doc_of) else partial
         return s_sent, s_doc
 
     def ranking(self, weights: SnippetWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,7 +262,7 @@ class SnippetRun:
 
 
 def sentence_reranker(record: IndexRecord, model: CrossEncoder | str | Path | None = None, *,
-                      precision: Precision = "auto") -> CrossEncoder:
+                      precision: Precision = "auto", device: str = "auto") -> CrossEncoder:
     """The cross-encoder of the relevance perspective, at sentence length (:data:`SENTENCE_MAX_LENGTH`), chosen as
     the rerank stage chooses its own (:func:`~biorank.stages.rerank.choose_cross_encoder`).
 
@@ -259,9 +271,10 @@ def sentence_reranker(record: IndexRecord, model: CrossEncoder | str | Path | No
         model: one loaded already (read at sentence length without loading it again), a folder or a hub name;
             None takes the index's trained reranker, else the shipped one.
         precision: the backend of a cross-encoder loaded here.
+        device: where a cross-encoder loaded here runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``).
 
     Returns:
-        The cross-encoder, scoring batches of :data:`SENTENCE_BATCH` pairs.
+        The cross-encoder, scoring batches of :data:`SENTENCE_BATCH` pairs (more on a GPU).
 
     Example:
         >>> scorer = SnippetScorer.open(searcher, reranker=sentence_reranker(searcher.record))  # doctest: +SKIP
@@ -269,11 +282,11 @@ def sentence_reranker(record: IndexRecord, model: CrossEncoder | str | Path | No
     from biorank.stages.rerank import choose_cross_encoder
 
     return choose_cross_encoder(record, model, precision=precision, max_length=SENTENCE_MAX_LENGTH,
-                                batch_size=SENTENCE_BATCH)
+                                batch_size=SENTENCE_BATCH, device=device)
 
 
 class SnippetScorer:
-    """Scores the sentences of the top documents of queries from the four perspectives.
+    """Scores the sentences of the top documents of queries from the five perspectives.
 
     The constructor reads nothing from the cluster; :meth:`open` also makes sure the sentences index is there.
 
@@ -285,7 +298,7 @@ class SnippetScorer:
 
     def __init__(self, searcher: Searcher, *, weights: SnippetWeights | None = None,
                  reranker: CrossEncoder | None = None, rescore: bool = False, depth: int = DOCUMENTS_PER_QUERY,
-                 k: int = SNIPPETS_PER_QUERY, highlight: bool = False) -> None:
+                 k: int = SNIPPETS_PER_QUERY, highlight: bool = False, metric: MetricScorer | None = None) -> None:
         self.searcher = searcher
         self.client = searcher.client
         self.index = searcher.index
@@ -293,8 +306,10 @@ class SnippetScorer:
         if not sentences:
             raise SnippetError(f"index {self.index!r} has no sentences index: re-index without --no-sentences")
         self.sentences_index = sentences
+        self.sentence_vectors = searcher.record.sentence_vectors
         self.weights = weights or SnippetWeights.for_index(searcher.record)
         self.reranker = reranker
+        self._metric = metric
         self.rescore = rescore
         self.depth = depth
         self.k = k
@@ -308,7 +323,7 @@ class SnippetScorer:
         Args:
             searcher: the first stage's searcher (its client, index and record).
             settings: the constructor's keywords (``weights``, ``reranker``, ``rescore``, ``depth``, ``k``,
-                ``highlight``).
+                ``highlight``, ``metric``: a sentence scorer other than the shipped one).
 
         Returns:
             The scorer.
@@ -328,6 +343,16 @@ class SnippetScorer:
             return ["no cross-encoder was given, so snippets are scored without the relevance perspective "
                     "(sentence_reranker gives the index's, or the shipped one)"]
         return []
+
+    @property
+    def metric(self) -> MetricScorer:
+        """The deep-metric sentence scorer: the one given, else the shipped one, loaded once per process on first
+        use (a few MB, ONNX Runtime)."""
+        if self._metric is None:
+            from biorank.models.metric import shipped_metric_scorer
+
+            self._metric = shipped_metric_scorer()
+        return self._metric
 
     @property
     def needs_encoder(self) -> bool:
@@ -352,7 +377,7 @@ class SnippetScorer:
         """Every query's sentences ranked by S_sent, and its hits (re-scored by S_doc if asked)."""
         ranked: dict[str, list[Snippet]] = {}
         rescored: dict[str, list[Hit]] = {}
-        perspectives = tuple(p for p in ("relevance", "similarity") if self.weights.uses(p))
+        perspectives = tuple(p for p in ("relevance", "similarity", "metric") if self.weights.uses(p))
         items = [q for q in queries if q in hits]
         for start in range(0, len(items), batch):
             chunk = {q: queries[q] for q in items[start : start + batch]}
@@ -388,7 +413,7 @@ class SnippetScorer:
 
         One ``_msearch`` fetches, per query, the sentences of its top documents with their BM25 (and cosine,
         scored by OpenSearch over the stored vectors) and the documents' BM25; the cross-encoder then reads
-        every (query, sentence) pair of the batch.
+        every (query, sentence) pair of the batch, and the metric scorer each query's sentences.
         """
         docs = {q: list(dict.fromkeys(h.id for h in hits.get(q, ())[: self.depth])) for q in queries}
         asked = [q for q in queries if docs[q]]
@@ -398,17 +423,30 @@ class SnippetScorer:
 
             vectors = encode_queries(self.searcher.load(), {q: queries[q] for q in asked})
         lines: list[dict] = []
+        scales: dict[str, float] = {}
         for q in asked:
-            lines += [{"index": self.sentences_index},
-                      sentences_request(queries[q], docs[q], vectors.get(q), highlight=highlight),
-                      {"index": self.index}, document_bm25_request(queries[q], docs[q])]
-        responses = self.client.msearch(body=lines)["responses"] if lines else []
+            vector = vectors.get(q) if self.sentence_vectors != "none" else None
+            if vector is not None and self.sentence_vectors == "byte":
+                # The k-NN script compares a byte field only with bytes: the query at its own finest scale, and
+                # the product of both scales taken out again, so the value is the cosine as in the other choices.
+                scale = 127 / max(max(abs(x) for x in vector), 1e-12)
+                vector, scales[q] = quantise(vector, scale), scale * BYTE_SCALE
+            # A shard lost mid-search is an error (asked again while the cluster drops a dying node), not
+            # silently fewer sentences.
+            lines += [{"index": self.sentences_index, "allow_partial_search_results": False},
+                      sentences_request(queries[q], docs[q], vector, highlight=highlight),
+                      {"index": self.index, "allow_partial_search_results": False},
+                      document_bm25_request(queries[q], docs[q])]
+        responses = patiently(lambda: self.client.msearch(body=lines))["responses"] if lines else []
         for response in responses:
             if "error" in response:
-                raise SnippetError(f"OpenSearch refused the snippet query: {response['error']}")
+                raise SnippetError(f"OpenSearch refused the snippet query: {reason(response['error'])}")
         found = {q: (responses[2 * i], responses[2 * i + 1]) for i, q in enumerate(asked)}
-        candidates = {q: _candidates(docs[q], *found.get(q, (None, None)), similarity=q in vectors,
-                                     highlight=highlight) for q in queries}
+        stored = self.sentence_vectors != "none"
+        candidates = {q: _candidates(docs[q], *found.get(q, (None, None)), similarity=stored and q in vectors,
+                                     highlight=highlight, scale=scales.get(q, 1.0)) for q in queries}
+        if not stored and vectors:
+            self._encode_similarity(candidates, vectors)
         if "relevance" in perspectives and self.reranker is not None:
             pairs = [(queries[q], s.text) for q in queries for s in candidates[q].sentences]
             logits = self.reranker.score_pairs(pairs)
@@ -417,7 +455,25 @@ class SnippetScorer:
                 n = len(candidates[q].sentences)
                 candidates[q].relevance = logits[start : start + n]
                 start += n
+        if "metric" in perspectives:
+            for q in queries:
+                candidates[q].metric = self.metric.scores(queries[q], [s.text for s in candidates[q].sentences])
         return candidates
+
+    def _encode_similarity(self, candidates: Mapping[str, SentenceCandidates],
+                           vectors: Mapping[str, Sequence[float]]) -> None:
+        """The similarity of an index that stores no sentence vectors: every candidate sentence of the batch
+        encoded now, in one call, by the index's encoder (as indexing would have encoded it)."""
+        import numpy as np
+
+        asked = [q for q in vectors if candidates[q].sentences]
+        texts = [s.text for q in asked for s in candidates[q].sentences]
+        encoded = self.searcher.load().encode(texts) if texts else np.zeros((0, 0))
+        start = 0
+        for q in asked:
+            n = len(candidates[q].sentences)
+            candidates[q].similarity = encoded[start : start + n] @ np.asarray(vectors[q], dtype=np.float32)
+            start += n
 
 
 def sentences_request(query: str, doc_ids: Sequence[str], vector: Sequence[float] | None = None, *,
@@ -448,7 +504,7 @@ def document_bm25_request(query: str, doc_ids: Sequence[str]) -> dict:
 
 
 def _candidates(doc_ids: list[str], sentences: dict | None, documents: dict | None, *, similarity: bool,
-                highlight: bool) -> SentenceCandidates:
+                highlight: bool, scale: float = 1.0) -> SentenceCandidates:
     import numpy as np
 
     position = {d: i for i, d in enumerate(doc_ids)}
@@ -458,7 +514,7 @@ def _candidates(doc_ids: list[str], sentences: dict | None, documents: dict | No
         if s["doc_id"] not in position:
             continue
         sentence = Sentence(s["doc_id"], s["section"], s["number"], s["begin"], s["end"], s["text"])
-        cosine = float(h["fields"]["similarity"][0]) if similarity else 0.0
+        cosine = float(h["fields"]["similarity"][0]) / scale if similarity else 0.0
         marked = (h.get("highlight", {}).get("text") or [None])[0]
         rows.append(((position[sentence.doc_id], _SECTIONS.get(sentence.section, 2), sentence.number), sentence,
                      float(h["_score"]), cosine, _matches(marked, sentence.text) if highlight else ()))
@@ -496,7 +552,7 @@ def _matches(marked: str | None, text: str) -> tuple[tuple[int, int], ...]:
 
 def _snippets(c: SentenceCandidates, order: np.ndarray, s_sent: np.ndarray, s_doc: np.ndarray) -> list[Snippet]:
     document = minmax(s_doc)
-    values = {"relevance": c.relevance, "similarity": c.similarity, "lexical": c.lexical}
+    values = {"relevance": c.relevance, "similarity": c.similarity, "lexical": c.lexical, "metric": c.metric}
     normalised = {p: c.normalised[:, i] if values[p] is not None else None for i, p in enumerate(values)}
     snippets = []
     for i in order:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -55,3 +59,64 @@ def describe(error: Exception, where: str = "OpenSearch") -> str | None:
                      "(`biorank cluster status` shows the local ones, `biorank cluster start` restarts them)")
         return line
     return None
+
+
+LOST_NODE = ("no_shard_available_action_exception", "node_not_connected_exception", "node_disconnected_exception",
+             "connect_transport_exception")
+"""Shard failures that mean a node holding a shard copy is gone, not that the query is wrong."""
+
+_PAUSES = (0.2, 0.5, 1.0, 2.0)
+"""Seconds before asking again after a node went away mid-search: the cluster notices a killed node within
+milliseconds to a second or two (its connections close), after which the search goes to live copies."""
+
+
+def _body(error: Any) -> dict:
+    error = error.get("error", error) if isinstance(error, dict) else error
+    return error if isinstance(error, dict) else {}
+
+
+def missing_shards(error: Any) -> str | None:
+    """The shards a search was refused for because they have no assigned copy at all, as OpenSearch lists them."""
+    found = re.search(r"missing shards (\[.*\])\. ", json.dumps(_body(error)))
+    return found.group(1) if found else None
+
+
+def lost_node(error: Any) -> bool:
+    """Whether a search's error (an exception's ``info``, or an ``_msearch`` response's ``error``) is a shard
+    failure from a node that went away, not from the query."""
+    body = _body(error)
+    causes = [*body.get("root_cause", []), body.get("caused_by") or {}, body]
+    return any(isinstance(c, dict) and c.get("type") in LOST_NODE for c in causes)
+
+
+def patiently(ask: Callable[[], dict], pauses: tuple[float, ...] = _PAUSES) -> dict:
+    """``ask()``'s answer (of ``_search`` or ``_msearch``), asked again while it failed only because a node went
+    away during the search.
+
+    Such a search fails on a shard even where a replica lives: OpenSearch moves a shard's request to another
+    copy only before it reaches one, and the query and fetch phases after a ``dfs`` phase must go to the copy
+    that answered it. Once the cluster has dropped the node the same search goes to live copies, so a service
+    keeps answering while a node dies. A shard without any copy fails as "missing shards" at once and is not
+    asked again, nor is any other error.
+
+    Example:
+        >>> patiently(lambda: {"responses": [{"hits": {"hits": []}}]})
+        {'responses': [{'hits': {'hits': []}}]}
+    """
+    from opensearchpy.exceptions import TransportError
+
+    for pause in pauses:
+        try:
+            answer = ask()
+        except TransportError as e:
+            if not _passing(e.info):
+                raise
+        else:
+            if not any(_passing(r["error"]) for r in answer.get("responses", ()) if "error" in r):
+                return answer
+        time.sleep(pause)
+    return ask()
+
+
+def _passing(error: Any) -> bool:
+    return lost_node(error) and not missing_shards(error)

@@ -7,6 +7,7 @@ sorting"). A script field reads the vector from the vector field itself, which i
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from biorank.errors import BiorankError
 from biorank.store.ids import storage_id
 from biorank.store.indices import list_indices
+from biorank.store.mappings.sentences import BYTE_SCALE
 from biorank.store.record import IndexRecord, check_record
 
 if TYPE_CHECKING:
@@ -60,6 +62,10 @@ class StoredDocument:
 
 def _vector(hit: dict) -> dict | None:
     values = hit.get("fields", {}).get("embedding", [None])[0]
+    if isinstance(values, str):
+        # A byte vector's doc value comes back as its bytes in base64: the components are those bytes, signed,
+        # over the scale they were stored at.
+        values = [(b - 256 if b > 127 else b) / BYTE_SCALE for b in base64.b64decode(values)]
     vector = Vector.of(values)
     return asdict(vector) if vector else None
 
@@ -102,8 +108,9 @@ def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocum
     fields = {k: first[k] for k in names}
     document = StoredDocument(index, doc_id, fields, blocks, record.sentences_index)
     if document.sentences_index and client.indices.exists(index=document.sentences_index):
-        body = {"size": MAX_ENTRIES, "query": {"term": {"doc_id": doc_id}}, "_source": True,
-                "script_fields": {"embedding": {"script": VECTOR_SCRIPT}}}
+        body = {"size": MAX_ENTRIES, "query": {"term": {"doc_id": doc_id}}, "_source": True}
+        if record.sentence_vectors != "none":  # an index without vectors has no field for the script to read
+            body["script_fields"] = {"embedding": {"script": VECTOR_SCRIPT}}
         hits = client.search(index=document.sentences_index, body=body)["hits"]["hits"]
         sentences = [{"_id": h["_id"], **h["_source"], "vector": _vector(h)} for h in hits]
         rank = {section: i for i, section in enumerate(SECTIONS)}
@@ -139,9 +146,16 @@ class IndexStats:
     """How many input files ``biorank sync`` applied (PubMed baseline and update files)."""
     last_file: dict[str, Any] | None = None
     """The file applied last (name, SHA-256, when, documents written and deleted), or None."""
+    sentence_vectors: str | None = None
+    """How the sentences index stores its vectors (``hnsw``, ``exact``, ``byte``, ``none``), or None without one."""
+
+    @property
+    def bytes_per_document(self) -> dict[str, float]:
+        """Each index's size on disk (``size_bytes``) per document of the collection: what an abstract costs."""
+        return {name: size / self.documents for name, size in self.size_bytes.items()} if self.documents else {}
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"bytes_per_document": self.bytes_per_document}
 
 
 def index_stats(client: OpenSearch, index: str) -> IndexStats:
@@ -168,6 +182,7 @@ def index_stats(client: OpenSearch, index: str) -> IndexStats:
         lambda_tuned=record.tuned_lambda is not None, tuned=record.tuned,
         files_applied=len(record.applied_files),
         last_file=asdict(record.applied_files[-1]) if record.applied_files else None,
+        sentence_vectors=record.sentence_vectors if sentences_index else None,
     )
 
 

@@ -25,10 +25,13 @@ REENCODING = "reencoding"
 """Key present while ``biorank reindex-vectors`` re-encodes the index."""
 BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "default_lambda",
                         "dimension", "settings",
-                        "block_tokens", "sentences_index", "documents_index", "filterable"})
+                        "block_tokens", "sentences_index", "documents_index", "filterable", "sentence_vectors"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
 APPLIED_FILES = "applied_files"
 """Key of the input files ``biorank sync`` applied, in the order applied: facts about the content, not tuning."""
+LEGACY_SENTENCE_VECTORS = "hnsw"
+"""How an index built before the choice existed stores its sentence vectors (a record without
+``sentence_vectors``): float vectors in an HNSW graph."""
 TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "rerank_weight")
 """Values that hold only for the encoder they were tuned with (the rerank weight mixes the first stage's scores),
 set aside when the index is re-encoded."""
@@ -81,13 +84,17 @@ class IndexRecord:
     have them on block 0 only, so filtering them would drop blocks)."""
     sentences_index: str | None = None
     documents_index: str | None = None
+    sentence_vectors: str = LEGACY_SENTENCE_VECTORS
+    """How the sentences index stores its vectors (``hnsw``, ``exact``, ``byte``, ``none``: the sentences mappings'
+    ``SENTENCE_VECTORS``), written in the records of both indices."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     default_lambda: float | None = None
     """The encoder's λ until one is tuned, where its catalogue entry names one."""
     tuned_lambda: float | None = None
     lambda_tuning: Mapping[str, Any] | None = None
     reranker: str | None = None
-    """The cross-encoder ``biorank train-reranker`` gave the index (a folder)."""
+    """The cross-encoder ``biorank train-reranker`` gave the index (a folder), or the ensemble ``tune-rerank`` tuned
+    for it (its members separated by commas, as ``--reranker`` names them)."""
     rerank_tuning: Mapping[str, Any] | None = None
     """The rerank weight ``biorank tune-rerank`` found (``weight``), for the cross-encoder of identity
     ``reranker``, and how it was found."""
@@ -105,7 +112,9 @@ class IndexRecord:
             prefixes=MappingProxyType(dict(meta.get("prefixes") or {})), dimension=meta.get("dimension"),
             block_tokens=meta.get("block_tokens"), filterable=bool(meta.get("filterable")),
             sentences_index=meta.get("sentences_index"),
-            documents_index=meta.get("documents_index"), settings=MappingProxyType(dict(meta.get("settings", {}))),
+            documents_index=meta.get("documents_index"),
+            sentence_vectors=meta.get("sentence_vectors") or LEGACY_SENTENCE_VECTORS,
+            settings=MappingProxyType(dict(meta.get("settings", {}))),
             default_lambda=float(meta["default_lambda"]) if meta.get("default_lambda") else None,
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
             lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
@@ -217,7 +226,8 @@ def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: objec
 
 
 def store_reranker(client: OpenSearch, index: str, model: str) -> IndexRecord:
-    """Make the cross-encoder in folder ``model`` the index's reranker."""
+    """Make the cross-encoder in folder ``model`` (or the ensemble ``A,B`` of such folders and the shipped one) the
+    index's reranker."""
     return update_record(client, index, reranker={"model": model})
 
 

@@ -21,8 +21,18 @@ class WriteFailure:
     reason: str
 
 
+def data_nodes(client: OpenSearch) -> int:
+    """How many nodes of the cluster hold data: the bulk streams that keep every one of them writing."""
+    return max(1, int(client.cluster.health().get("number_of_data_nodes") or 1))
+
+
 class BulkWriter:
     """Sends actions in bulk requests of ``chunk_size``; a 429 (queue full) is retried with exponential backoff.
+
+    With ``streams`` above 1, the requests of one :meth:`write` go out that many at a time (the client spreads
+    them over the nodes it knows), in requests no larger than an even share of the actions, so a batch of
+    one encoder round keeps every node of a multi-node cluster writing instead of one after the other; Python
+    builds requests far faster than a node indexes them (vectors into HNSW graphs), so the cluster is the bound.
 
     A request the cluster refuses as a whole (400: one invalid action fails them all; 413: too large) is split
     in halves and sent again, down to single actions, so only the actions at fault fail and the rest go in.
@@ -31,9 +41,10 @@ class BulkWriter:
     """
 
     def __init__(self, client: OpenSearch, *, chunk_size: int = 500, max_retries: int = 6,
-                 initial_backoff: float = 1.0) -> None:
+                 initial_backoff: float = 1.0, streams: int = 1) -> None:
         self._client = client
         self._chunk_size = chunk_size
+        self._streams = max(1, streams)
         self._max_retries = max_retries
         self._initial_backoff = initial_backoff
 
@@ -42,8 +53,17 @@ class BulkWriter:
 
         failures = []
         try:
-            for chunk in _batched(actions, self._chunk_size):
-                failures += self._send(list(chunk))
+            if self._streams == 1:
+                for chunk in _batched(actions, self._chunk_size):
+                    failures += self._send(list(chunk))
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                actions = list(actions)
+                share = min(self._chunk_size, max(1, -(-len(actions) // self._streams)))
+                with ThreadPoolExecutor(self._streams, thread_name_prefix="biorank-bulk-stream") as pool:
+                    for sent in pool.map(self._send, map(list, _batched(actions, share))):
+                        failures += sent
         except (ConnectionError, ConnectionTimeout) as e:
             raise ClusterUnavailable(
                 f"lost the connection to OpenSearch while writing ({e.info if isinstance(e.info, str) else e}); "

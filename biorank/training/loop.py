@@ -27,6 +27,14 @@ from biorank.types import Qrels, StageProgress
 
 CHECKPOINT = "checkpoint"
 METRIC = "nDCG@10"
+UNSEEN_METRIC = "nDCG@10 dev-unseen"
+"""The figure on the dev queries none of whose documents a training query has (``--split dev-unseen``): where a
+validation gives it, it chooses the best epoch, as it measures what generalises rather than what was memorised."""
+
+
+def chosen(entry: Mapping[str, float]) -> float:
+    """The figure that chooses among epochs: the unseen dev's where measured, else the dev split's."""
+    return entry.get(UNSEEN_METRIC, entry[METRIC])
 
 
 
@@ -76,6 +84,14 @@ class TrainingReport:
         if self.best_epoch:
             return self.history[self.best_epoch - 1][METRIC]
         return max((h[METRIC] for h in self.history), default=float("nan"))
+
+    @property
+    def best_unseen(self) -> float:
+        """The unseen dev's figure of the epoch kept in ``out`` (NaN where it was not measured)."""
+        if not self.history:
+            return float("nan")
+        entry = self.history[self.best_epoch - 1] if self.best_epoch else max(self.history, key=chosen)
+        return entry.get(UNSEEN_METRIC, float("nan"))
 
     def split_facts(self) -> dict[str, int | str]:
         """The model card's lines on which queries trained and which validated."""
@@ -213,7 +229,8 @@ class EpochsResult:
 
 def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path, *,
                save_model: Callable[[Path], None], load_model: Callable[[Path], None], steps_per_epoch: int,
-               total_steps: int, loss_at: Callable[[int, int], Any], validate: Callable[[], float],
+               total_steps: int, loss_at: Callable[[int, int], Any],
+               validate: Callable[[], float | Mapping[str, float]],
                baseline: tuple[str, float], started: float, progress: StageProgress | None,
                log: Callable[[str], None]) -> EpochsResult:
     """Train from the checkpoint's step (or 0) to ``total_steps``, validating after every complete epoch.
@@ -222,7 +239,8 @@ def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path
     ``position`` of ``epoch``. ``save_model(folder)`` writes the weights: into ``out`` whenever an epoch's dev
     score beats every earlier one's (every epoch with ``config.keep == "last"``), and into the checkpoint
     (``out/checkpoint``), which ``load_model(folder)`` reads back on resuming. ``baseline`` (name, score) is
-    what the log compares with.
+    what the log compares with. ``validate`` gives the dev figure, or figures by name (:data:`METRIC` and
+    :data:`UNSEEN_METRIC`, which then chooses the best epoch: :func:`chosen`).
     """
     import torch
 
@@ -232,7 +250,7 @@ def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path
     epochs, checkpoint_every = config.epochs, config.checkpoint_every
     state = checkpoint.resume(optimizer, schedule, log)
     step, history = state["step"], state["history"]
-    best = max((h[METRIC] for h in history), default=-1.0)
+    best = max((chosen(h) for h in history), default=-1.0)
     best_epoch = 0
     for epoch in range(step // steps_per_epoch, epochs):
         model.train()
@@ -253,10 +271,14 @@ def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path
         epoch_done = step >= min(total_steps, (epoch + 1) * steps_per_epoch)
         if not epoch_done:
             break
-        score = validate()
-        history.append({"epoch": epoch + 1, "steps": step, METRIC: score,
+        validated = validate()
+        scores = dict(validated) if isinstance(validated, Mapping) else {METRIC: validated}
+        history.append({"epoch": epoch + 1, "steps": step, **scores,
                         "minutes": round((time.perf_counter() - started) / 60, 1)})
-        log(f"epoch {epoch + 1}: dev {METRIC} {score:.4f} ({baseline[0]} {baseline[1]:.4f})")
+        log(f"epoch {epoch + 1}: " + ", ".join(f"{'' if name == METRIC else 'unseen '}dev {METRIC} {value:.4f}"
+                                              for name, value in scores.items())
+            + f" ({baseline[0]} {baseline[1]:.4f})")
+        score = chosen(scores)
         if score > best or config.keep == "last":
             best, best_epoch = score, epoch + 1
             save_model(out)
@@ -265,5 +287,5 @@ def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path
             break
     if not best_epoch:  # every epoch was done before a resume
         best_epoch = len(history) if config.keep == "last" else max(
-            range(len(history)), key=lambda i: history[i][METRIC]) + 1
+            range(len(history)), key=lambda i: chosen(history[i])) + 1
     return EpochsResult(step, history, best_epoch)

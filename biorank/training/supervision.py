@@ -20,6 +20,13 @@ abstracts are all present (the BioASQ evaluation set). The other queries of BioA
 of the query's id (:func:`~biorank.evaluation.splits.hashed_split`), which a new source or a changed file never
 moves. A training query whose text is also a held-out query's (BioASQ repeats questions across years) is dropped.
 
+**Unseen documents** (:func:`mark_unseen`): a held-out query is ``unseen`` when none of its relevant documents
+(at its source's top grade, as :func:`~biorank.evaluation.splits.top_documents` has it) is a relevant document
+of a training query of any source: what a model trained here has never read as a positive. The splits stay
+the hash's (so a model trained on them is measured on the same held-out queries); ``unseen`` picks the part of
+them that measures generalisation, and :func:`later_year` the BioASQ questions of a later year whose documents
+no earlier year's question cites.
+
 **Negatives** (:func:`bm25_negatives`): the pool goes into a working index, each query's BM25 top ``depth``
 comes back best first, without any text of a document judged for the query (relevant or not) and without a
 text equal to one of its positives. Trainers draw from that list.
@@ -40,7 +47,7 @@ from typing import TYPE_CHECKING
 from biorank.errors import BiorankError
 from biorank.evaluation.bioasq import read_golden
 from biorank.evaluation.phase_a import read_evidence_sentences
-from biorank.evaluation.splits import JUDGED, hashed_fraction, hashed_split
+from biorank.evaluation.splits import JUDGED, hashed_fraction, hashed_split, unseen_queries
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.readers import read_records
 from biorank.stages.rerank import document_text
@@ -80,6 +87,8 @@ class SupervisedQuery:
     positives: dict[str, int]
     judged: frozenset[str]
     negatives: list[str] = field(default_factory=list)
+    unseen: bool = False
+    """Held out, and none of its relevant documents is a training query's (see :func:`mark_unseen`)."""
 
 
 @dataclass
@@ -99,6 +108,7 @@ class Supervision:
         for query in self.queries:
             count = counts.setdefault((query.source, query.split), Counter())
             count["queries"] += 1
+            count["unseen"] += query.unseen
             count["with negatives"] += bool(query.negatives)
             count.update(self.passages[passage].kind for passage in query.positives)
         return dict(sorted(counts.items()))
@@ -124,12 +134,63 @@ def gather(data: str | Path, *, log: Callable[[str], None] = print) -> Supervisi
             supervision.dropped += 1
         elif query.positives:
             supervision.queries.append(query)
+    mark_unseen(supervision)
     if (data / "pubmed").is_dir():
         for path in sorted((data / "pubmed").glob("*.xml*")):
             for record in read_records(path, "pubmed"):
                 if isinstance(record, Abstract):
                     supervision.add(_abstract_passage(f"pmid:{record.id}", record))
     return supervision
+
+
+def relevant_documents(supervision: Supervision, query: SupervisedQuery, grade: int) -> set[str]:
+    """The documents of ``query``'s positives of ``grade`` (an abstract's, a sentence's or a snippet's)."""
+    return {supervision.passages[p].document for p, g in query.positives.items() if g == grade}
+
+
+def mark_unseen(supervision: Supervision) -> None:
+    """Set ``unseen`` on every held-out query none of whose relevant documents is a relevant document of a
+    training query of any source, each at its source's top grade (as eval's ``--split unseen`` compares them)."""
+    top: dict[str, int] = {}
+    for query in supervision.queries:
+        top[query.source] = max(top.get(query.source, 0), *query.positives.values())
+    seen = {d for q in supervision.queries if q.split == "train"
+            for d in relevant_documents(supervision, q, top[q.source])}
+    held_out = [q for q in supervision.queries if q.split == "dev"]
+    unseen = set(unseen_queries({(q.source, q.id): relevant_documents(supervision, q, top[q.source])
+                                 for q in held_out}, seen))
+    for query in held_out:
+        query.unseen = (query.source, query.id) in unseen
+
+
+def later_year(folder: str | Path, later: str = "9B") -> tuple[list[str], int]:
+    """The BioASQ questions of the year ``later`` (``9B``) none of whose gold documents a question of an
+    earlier year (``7B``, ``8B``) cites, and how many questions that year has: a dev set by time as well as by
+    document, e.g. for the gold snippets, as 8B and 9B have no abstract text here.
+
+    Args:
+        folder: the ``bioasq/`` folder (``Task*BGoldenEnriched/*_golden.json``).
+        later: the later year's name as in the folder names.
+
+    Returns:
+        (the ids of those questions sorted, the year's questions).
+
+    Example:
+        >>> unseen, total = later_year("../shared/data/bioasq")  # doctest: +SKIP
+    """
+    folder = Path(folder)
+    years: dict[str, dict[str, set[str]]] = {}
+    for path in sorted(folder.glob("Task*BGoldenEnriched/*_golden.json")):
+        year = path.parent.name.removeprefix("Task").removesuffix("GoldenEnriched")
+        for question in read_golden(path):
+            years.setdefault(year, {})[question.id] = set(question.documents)
+    if later not in years:
+        raise SupervisionError(f"{folder} has no Task{later}GoldenEnriched/*_golden.json")
+    # Year names (7B, 8B, 9B, 10B) order by their number.
+    number = int(later.removesuffix("B"))
+    seen = {d for year, questions in years.items() if int(year.removesuffix("B")) < number
+            for docs in questions.values() for d in docs}
+    return unseen_queries(years[later], seen), len(years[later])
 
 
 def bm25_negatives(client: OpenSearch, supervision: Supervision, depth: int = 100, *, index: str = POOL_INDEX,
@@ -234,8 +295,8 @@ def write(supervision: Supervision, out: Path) -> None:
     with (out / "queries.jsonl").open("w", encoding="utf-8") as f:
         for q in supervision.queries:
             f.write(json.dumps({"source": q.source, "id": q.id, "text": q.text, "split": q.split,
-                                "positives": q.positives, "judged": sorted(q.judged), "negatives": q.negatives},
-                               ensure_ascii=False) + "\n")
+                                "positives": q.positives, "judged": sorted(q.judged), "negatives": q.negatives,
+                                "unseen": q.unseen}, ensure_ascii=False) + "\n")
 
 
 def read(folder: Path) -> Supervision:
@@ -248,8 +309,10 @@ def read(folder: Path) -> Supervision:
         with (folder / "queries.jsonl").open(encoding="utf-8") as f:
             for line in f:
                 q = json.loads(line)
+                # Folders written before the unseen flag existed read as if nothing were unseen.
                 supervision.queries.append(SupervisedQuery(q["source"], q["id"], q["text"], q["split"],
-                                                           q["positives"], frozenset(q["judged"]), q["negatives"]))
+                                                           q["positives"], frozenset(q["judged"]), q["negatives"],
+                                                           q.get("unseen", False)))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SupervisionError(f"{folder} holds no supervision that biorank wrote ({e})") from None
     return supervision

@@ -17,13 +17,16 @@ so a question-generation model, where one is available locally, can be added bes
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import split_sentences
 from biorank.store.indices import entries_in_order
 from biorank.store.record import check_record
+from biorank.types import Abstract
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -163,6 +166,32 @@ def make_pairs(documents: Iterable[SourceDocument], makers: Sequence[PairGenerat
             if pair is not None:
                 yield pair
                 break
+
+
+def corpus_documents(path: str | Path, *, format: str = "auto",
+                     exclude: Collection[str] = ()) -> Iterator[SourceDocument]:
+    """The documents of a corpus file (any format ``biorank index`` reads) as the generators read them, without
+    an index: for pairs from every abstract at hand, before any judgement.
+
+    Args:
+        path: the corpus file (SciFact ``corpus.jsonl``, PubMed XML, BEIR, NFCorpus ``.docs``, ...).
+        format: its format, or ``auto``.
+        exclude: ids left out, e.g. the relevant documents of the dev queries a validation measures, so that
+            an unseen dev set stays unseen.
+
+    Returns:
+        Each usable record in file order: the source's own sentences where it has them (SciFact), else the
+        abstract split by biorank's splitter; rejected records are skipped.
+
+    Example:
+        >>> docs = list(corpus_documents("../shared/data/scifact/corpus.jsonl"))  # doctest: +SKIP
+        >>> pairs = list(make_pairs(docs, generators(["ict", "title"])))  # doctest: +SKIP
+    """
+    excluded = set(exclude)
+    for record in read_records(path, format):
+        if isinstance(record, Abstract) and record.id not in excluded:
+            sentences = record.sentences or tuple(record.abstract[b:e] for b, e in split_sentences(record.abstract))
+            yield SourceDocument(record.id, record.title or "", tuple(sentences))
 
 
 def sample_documents(client: OpenSearch, index: str, n: int, *, seed: int = 0) -> list[SourceDocument]:

@@ -13,7 +13,7 @@ trial costs milliseconds and a run with a seed is reproducible.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -239,6 +239,8 @@ class SnippetTuning:
     store: bool = True
     depth: int = 100
     """First-stage depth: the reranker reorders the top of it, snippets come from the top 10."""
+    device: str = "auto"
+    """Where the encoder and the cross-encoder run (:mod:`biorank.models.device`)."""
 
     def __post_init__(self) -> None:
         equal_weights(self.perspectives)  # unknown perspectives are refused before anything runs
@@ -269,7 +271,8 @@ def tune_snippet_weights(searcher: Searcher, tuning: SnippetTuning, *, progress:
     if not queries:
         raise SnippetError(f"no {tuning.split} query of {tuning.queries} has gold sentences in {tuning.gold}")
     pipeline = Pipeline.build(tuning.system, searcher, snippets="tuned", reranker=tuning.reranker,
-                              snippet_weights=start)
+                              snippet_weights=start, device=tuning.device,
+                              search=replace(searcher.settings, device=tuning.device))
     advance = stage_counter(progress, f"{tuning.system} + sentences", len(queries) * len(pipeline.stages))
 
     candidates = pipeline.candidates(queries, tuning.depth, perspectives=tuning.perspectives, progress=advance)

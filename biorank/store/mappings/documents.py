@@ -87,7 +87,7 @@ def index_settings(settings: IndexSettings, similarity: str = "BM25") -> dict:
 def documents_index_body(
     settings: IndexSettings, *, model: str, dimension: int, block_tokens: int, sentences_index: str | None,
     model_source: str | None = None, prefixes: Mapping[str, str] | None = None, default_lambda: float | None = None,
-    similarity: str = "BM25",
+    similarity: str = "BM25", sentence_vectors: str | None = None,
 ) -> dict:
     text = {"type": "text", "analyzer": settings.analyzer}
     return {
@@ -98,6 +98,8 @@ def documents_index_body(
                 block_tokens=block_tokens, filterable=True, sentences_index=sentences_index,
                 model_source=model_source or model,
                 prefixes=dict(prefixes or {}), **({"default_lambda": default_lambda} if default_lambda else {}),
+                # The snippet stage reads how its sentences are stored from here, with the rest of the record.
+                **({"sentence_vectors": sentence_vectors} if sentences_index and sentence_vectors else {}),
             ),
             # Vectors as JSON text would be most of the stored bytes; search reads them from the vector field.
             "_source": {"excludes": ["embedding"]},

@@ -1,0 +1,168 @@
+"""How fast are the neural stages on a GPU, beside its peak arithmetic, within the quality limits?
+
+Pure model stages, no cluster: a GPU box with the repository and the model files runs it. Over the first N SciFact
+abstracts (default 1,000; ``--limit 0`` all 5,183) it measures:
+- encoder: abstracts/s with their sentences (the blocks and sentences ``biorank index`` encodes, ``--batch``
+  abstracts a call), and beside it the rate the device's peak dense bf16 arithmetic would allow (FLOPs per abstract
+  from the model's parameters and the word pieces of its texts, attention included; the peak from a table of GPUs
+  by name, none on a CPU);
+- rerank: the cross-encoder over 20 hits of a claim (its 20 nearest abstracts by the encoder), p50 ms;
+- snippets: the ~100 sentences of a claim's 10 nearest abstracts, scored by the cross-encoder at sentence length
+  (the relevance perspective), and encoded by the encoder (what a snippet stage without stored sentence vectors
+  does), p50 ms each;
+- quality against ONNX Runtime fp32 on the CPU: the vectors' cosine (min, mean) over ``--quality-limit`` abstracts'
+  texts, the overlap of each claim's top 10 blocks, and the cross-encoder's largest logit difference and top-10
+  overlap over the rerank pairs. Limits (issue 42): cosine >= 0.999, top-10 overlap >= 0.99.
+
+    python -m benchmarks.gpu_stages                              # auto: the GPU where torch sees one
+    python -m benchmarks.gpu_stages --device cuda --limit 0      # all of SciFact
+    python -m benchmarks.gpu_stages --device cpu --limit 50 --records-dir /tmp/records   # a smoke run
+
+The record is ``gpu_stages-<device>`` (``h100``, ``h200``, ... or ``cpu``) unless ``--variant`` names it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import suite
+from benchmarks.index_throughput import pipeline_texts
+from benchmarks.studies.encoder_precision import top_k
+from biorank.evaluation.topics import read_queries
+from biorank.indexer.readers import read_records
+from biorank.indexer.sentences import sentences_of
+from biorank.models.cross_encoder import CrossEncoder
+from biorank.models.encoder import DEFAULT_MODEL, PRECISIONS, Encoder
+from biorank.models.shipped import SHIPPED_RERANKER
+from biorank.stages.rerank import DEFAULT_LENGTH, document_text
+from biorank.stages.snippets import SENTENCE_BATCH, SENTENCE_MAX_LENGTH
+from biorank.types import Abstract
+
+PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0),
+                    ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.0), ("A10G", 70.0), ("L4", 121.0))
+"""Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets, by a part of the name torch reports, the
+more specific names first (an SXM H100 is "NVIDIA H100 80GB HBM3")."""
+COLUMNS = suite.columns(
+    ("device", "device"), ("precision", "precision"), ("abstracts_per_s", "abstracts/s with sentences", ",.1f"),
+    ("peak_bound", "peak-arithmetic bound abstracts/s", ",.0f"), ("share_of_peak", "share of peak", ".3f"),
+    ("rerank_p50", "rerank 20 hits p50 ms", ".1f"), ("relevance_p50", "~100 sentences relevance p50 ms", ".1f"),
+    ("sentence_encode_p50", "~100 sentences encoded p50 ms", ".1f"), ("min_cos", "min cos", ".5f"),
+    ("mean_cos", "mean cos", ".6f"), ("top10_overlap", "top-10 overlap", ".4f"),
+    ("rerank_max_diff", "rerank max |Δ logit|", ".4f"), ("rerank_top10_overlap", "rerank top-10 overlap", ".4f"))
+
+
+def peak_tflops(device: str) -> tuple[str, float | None]:
+    """The device's name and its peak dense bf16 TFLOPS where the table knows it (None on a CPU or an unknown GPU)."""
+    if device == "cpu":
+        return "cpu", None
+    import torch
+
+    name = torch.cuda.get_device_name(torch.device(device))
+    return name, next((peak for part, peak in PEAK_BF16_TFLOPS if part in name), None)
+
+
+def flops_per_text(encoder: Encoder, lengths: list[int]) -> float:
+    """Forward FLOPs of the encoder over texts of these word pieces: 2 per weight of the layers (embeddings are
+    looked up, not multiplied) per word piece, and 4 x hidden x length per word piece and layer for attention."""
+    model = encoder.model
+    weights = sum(p.numel() for name, p in model.named_parameters() if "embeddings" not in name)
+    config = next(m.config for m in model.modules() if hasattr(m, "config") and hasattr(m.config, "hidden_size"))
+    tokens = np.asarray(lengths, dtype=np.float64)
+    return float(2 * weights * tokens.sum() + 4 * config.num_hidden_layers * config.hidden_size * (tokens ** 2).sum())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = suite.parser(__doc__, __file__, cluster=False)
+    parser.add_argument("--corpus", type=Path, default=suite.data("scifact-corpus"), help="a JSONL corpus")
+    parser.add_argument("--claims", type=Path, default=suite.data("scifact-claims-train"), help="the claims")
+    parser.add_argument("--limit", type=int, default=1000, help="abstracts to encode (0: all)")
+    parser.add_argument("--queries", type=int, default=50, help="claims to time rerank and snippets with")
+    parser.add_argument("--quality-limit", type=int, default=300,
+                        help="abstracts whose texts are compared with ONNX Runtime fp32 on the CPU (0: all)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--precision", default="auto", choices=["auto", *PRECISIONS], help="the models' backend")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the encoder (default {DEFAULT_MODEL})")
+    parser.add_argument("--reranker", default=SHIPPED_RERANKER, help="the cross-encoder (default the shipped one)")
+    parser.add_argument("--batch", type=int, default=512, help="abstracts per encoder call")
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="word pieces per encoder batch (default: the device's, biorank.models.device)")
+    parser.add_argument("--variant", default=None, help="the record's variant (default: the device's short name)")
+    args = parser.parse_args(argv)
+
+    records = [r for r in read_records(args.corpus) if isinstance(r, Abstract)][: args.limit or None]
+    encoder = Encoder(args.model, device=args.device, precision=args.precision, batch_tokens=args.batch_tokens)
+    scorer = CrossEncoder(args.reranker, device=args.device, precision=args.precision, max_length=DEFAULT_LENGTH)
+    name, peak = peak_tflops(encoder.device)
+    suite.header(f"{len(records)} abstracts; encoder {encoder.model_name} {encoder.precision} on {encoder.device} "
+                 f"({name}), batch tokens {encoder.batch_tokens}; cross-encoder {scorer.precision} on {scorer.device}")
+
+    # Encoder: what indexing encodes, timed after one warm call (kernels, allocator, autotuning).
+    batches = pipeline_texts(encoder, records, True, args.batch)
+    encoder.encode(batches[0][0][:64] + batches[0][1][:64])
+    started = time.perf_counter()
+    for blocks, sentences in batches:
+        encoder.encode(blocks)
+        encoder.encode(sentences)
+    rate = len(records) / (time.perf_counter() - started)
+    texts = [text for blocks, sentences in batches for text in blocks + sentences]
+    bound = share = None
+    if peak is not None:
+        lengths = [min(n + 2, encoder.max_seq_length) for n in encoder.count_tokens(texts)]
+        per_abstract = flops_per_text(encoder, lengths) / len(records)
+        bound, share = peak * 1e12 / per_abstract, rate * per_abstract / (peak * 1e12)
+
+    # Rerank and snippets: each claim's nearest abstracts by the encoder stand for the first stage's hits.
+    claims = list(read_queries(args.claims).values())[: args.queries]
+    documents = encoder.encode([document_text(r.title, r.abstract) for r in records])
+    nearest = top_k(encoder.encode(claims, role="query"), documents, min(20, len(records)))
+    hits = [[document_text(records[i].title, records[i].abstract) for i in row] for row in nearest]
+    sentences = [[s.text for i in row[:10] for s in sentences_of(records[i])][:100] for row in nearest]
+    at_sentences = scorer.resized(max_length=SENTENCE_MAX_LENGTH, batch_size=SENTENCE_BATCH)
+    warm = min(3, len(claims))
+    rerank = suite.timed(lambda q: scorer.score(claims[q], hits[q]), range(len(claims)), warm=warm)
+    relevance = suite.timed(lambda q: at_sentences.score(claims[q], sentences[q]), range(len(claims)), warm=warm)
+    encoded = suite.timed(lambda q: encoder.encode(sentences[q]), range(len(claims)), warm=warm)
+
+    # Quality against ONNX Runtime fp32 on the CPU, the vectors every index is held to.
+    reference = Encoder(args.model, precision="onnx")
+    compared = pipeline_texts(encoder, records[: args.quality_limit or None], True, args.batch)
+    quality_blocks = [text for blocks, _ in compared for text in blocks]
+    quality = quality_blocks + [text for _, sentences in compared for text in sentences]
+    mine, onnx = encoder.encode(quality), reference.encode(quality)
+    cosines = np.sum(mine * onnx, axis=1)
+    k = min(10, len(quality_blocks))
+    ours = top_k(encoder.encode(claims, role="query"), mine[: len(quality_blocks)], k)
+    theirs = top_k(reference.encode(claims, role="query"), onnx[: len(quality_blocks)], k)
+    overlap = np.mean([len(set(a) & set(b)) / k for a, b in zip(ours, theirs, strict=True)])
+    cpu_scorer = CrossEncoder(args.reranker, precision="onnx", max_length=DEFAULT_LENGTH)
+    diffs, agree = [], []
+    for q, claim in enumerate(claims):
+        scores, reference_scores = scorer.score(claim, hits[q]), cpu_scorer.score(claim, hits[q])
+        diffs.append(float(np.abs(scores - reference_scores).max()))
+        top = min(10, len(hits[q]))
+        agree.append(len(set(np.argsort(-scores)[:top]) & set(np.argsort(-reference_scores)[:top])) / top)
+
+    row = {"device": name, "precision": f"{encoder.precision} / {scorer.precision}",
+           "abstracts_per_s": round(rate, 1), "peak_bound": round(bound) if bound else float("nan"),
+           "share_of_peak": round(share, 4) if share else float("nan"),
+           "rerank_p50": suite.summary(rerank)["p50"], "relevance_p50": suite.summary(relevance)["p50"],
+           "sentence_encode_p50": suite.summary(encoded)["p50"], "min_cos": round(float(cosines.min()), 6),
+           "mean_cos": round(float(cosines.mean()), 7), "top10_overlap": round(float(overlap), 4),
+           "rerank_max_diff": round(max(diffs), 5), "rerank_top10_overlap": round(float(np.mean(agree)), 4)}
+    variant = args.variant or ("cpu" if encoder.device == "cpu" else next(
+        (part.split()[0].lower() for part, _ in PEAK_BF16_TFLOPS if part in name), "gpu"))
+    suite.record(args, COLUMNS, [row], variant=variant, settings={
+        "abstracts": len(records), "texts": len(texts), "claims": len(claims),
+        "quality_abstracts": len(records[: args.quality_limit or None]), "quality_texts": len(quality),
+        "model": encoder.model_name, "reranker": scorer.model_name, "device": encoder.device, "device_name": name,
+        "peak_bf16_tflops": peak, "batch_abstracts": args.batch, "batch_tokens": encoder.batch_tokens,
+        "rerank_rows": scorer.rows, "sentence_rows": at_sentences.rows,
+        "sentences_per_claim": round(float(np.mean([len(s) for s in sentences])), 1),
+        "rerank_p95": suite.summary(rerank)["p95"], "relevance_p95": suite.summary(relevance)["p95"]})
+
+
+if __name__ == "__main__":
+    main()
