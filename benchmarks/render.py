@@ -102,6 +102,7 @@ TABLES: dict[str, Table] = {
     "reranker-base": Table("train_reranker-base"),
     "reranker-gpu-epochs": Table("train_reranker-gpu-epochs"),
     "unseen-dev-sizes": Table("unseen_dev-sizes"),
+    "unseen-dev-hybrid-scifact": Table("unseen_dev-hybrid-scifact"),
     "unseen-dev-bm25-scifact": Table("unseen_dev-bm25-scifact-unseen"),
     "unseen-dev-bm25-scifact-seen": Table("unseen_dev-bm25-scifact-seen"),
     "unseen-dev-bm25-nfcorpus": Table("unseen_dev-bm25-nfcorpus"),
