@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import random
-import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +21,8 @@ from typing import Any
 from biorank.config import SEED
 from biorank.errors import BiorankError
 from biorank.evaluation.splits import split_judged
-from biorank.models.encoder import default_device, native_bf16
+from biorank.models.device import DeviceError, resolve_device
+from biorank.models.encoder import native_bf16
 from biorank.types import Qrels, StageProgress
 
 CHECKPOINT = "checkpoint"
@@ -139,16 +139,12 @@ def use_bf16(precision: str, device: str = "cpu") -> bool:
 
 
 def training_device(asked: str) -> str:
-    """The torch device to train on: ``auto`` takes a GPU where torch sees one, else the CPU."""
-    import torch
-
-    if asked == "auto":
-        return default_device()
-    if asked != "cpu" and not re.fullmatch(r"cuda(:\d+)?", asked):
-        raise TrainingError(f"--device {asked!r}: use auto, cpu, cuda or cuda:N")
-    if asked != "cpu" and not torch.cuda.is_available():
-        raise TrainingError(f"--device {asked}: torch sees no GPU here; use auto or cpu")
-    return asked
+    """The torch device to train on, as every other command resolves ``--device`` (``auto``: a GPU where torch
+    sees one, else the CPU), its refusals raised as this stage's error."""
+    try:
+        return resolve_device(asked)
+    except DeviceError as e:
+        raise TrainingError(str(e)) from None
 
 
 def linear_schedule(optimizer: Any, *, warmup: int, total: int) -> Any:
