@@ -104,6 +104,8 @@ TABLES: dict[str, Table] = {
     "unseen-dev-sizes": Table("unseen_dev-sizes"),
     "unseen-dev-hybrid-scifact": Table("unseen_dev-hybrid-scifact"),
     "unseen-dev-hybrid-bioasq": Table("unseen_dev-hybrid-bioasq"),
+    "unseen-dev-hybrid-nfcorpus": Table("unseen_dev-hybrid-nfcorpus"),
+    "ensembles": Table("ensembles"),
     "unseen-dev-bm25-scifact": Table("unseen_dev-bm25-scifact-unseen"),
     "unseen-dev-bm25-scifact-seen": Table("unseen_dev-bm25-scifact-seen"),
     "unseen-dev-bm25-nfcorpus": Table("unseen_dev-bm25-nfcorpus"),

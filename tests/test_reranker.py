@@ -19,6 +19,7 @@ from biorank.training.loop import training_device
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.reranker import (
     Group,
+    PreparedTraining,
     RerankerTraining,
     TrainingError,
     groups_loss,
@@ -181,6 +182,57 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(sample_index: str, 
         (tmp_path / "checkpoint").mkdir()
         (tmp_path / "checkpoint" / "state.json").write_text(json.dumps({**state, "config": {}}))
         train_reranker(searcher, *topics, tmp_path, config, log=lambda _: None)
+
+
+def test_a_prepared_training_trains_apart_from_the_cluster_as_it_would_beside_it(
+        sample_index: str, opensearch, opensearch_url: str, scifact_topics, tmp_path: Path) -> None:
+    """train-reranker --prepare-only here, --prepared where no cluster is: the same model as training at once."""
+    from click.testing import CliRunner
+    from safetensors.numpy import load_file
+
+    from biorank.cli import cli
+
+    queries, qrels = scifact_topics
+    found = opensearch.search(index=sample_index, body={"size": 1000, "_source": False})["hits"]["hits"]
+    judged = sorted(q for q, docs in qrels.items() if docs.keys() & {h["_id"] for h in found})[:30]
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{queries[q]}\n" for q in judged))
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q in judged for d, g in qrels[q].items()))
+    recipe = ["--negatives-per-positive", "2", "--negatives-from-top", "10", "--max-length", "48",
+              "--max-steps", "2", "--groups-per-step", "2"]
+    prepared = tmp_path / "training.xz"
+    result = CliRunner().invoke(cli, ["--url", opensearch_url, "train-reranker", "--queries",
+                                      str(tmp_path / "queries.tsv"), "--qrels", str(tmp_path / "qrels.tsv"),
+                                      "--index", sample_index, *recipe, "--prepare-only", str(prepared)])
+    assert result.exit_code == 0, result.output
+    assert f"train from it with `biorank train-reranker --prepared {prepared}" in result.output
+    loaded = PreparedTraining.load(prepared)
+    assert loaded.index == sample_index and loaded.settings["negatives_per_positive"] == 2
+    assert len(loaded.groups) > 4 and all(2 <= len(g.texts) <= 3 for g in loaded.groups)
+    assert set(loaded.dev_candidates) == set(loaded.dev_queries) and set(loaded.dev_qrels) <= set(judged)
+    assert {d for ids in loaded.dev_candidates.values() for d in ids} == set(loaded.texts)
+
+    # No --url: the cluster is never asked (a wrong one would fail).
+    result = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "train-reranker", "--prepared", str(prepared),
+                                      "--out", str(tmp_path / "apart"), *recipe])
+    assert result.exit_code == 0, result.output
+    assert "trained apart from the cluster" in result.output
+    config = RerankerTraining(negatives_per_positive=2, negatives_from_top=10, max_length=48, max_steps=2,
+                              groups_per_step=2)
+    report = train_reranker(Searcher.open(opensearch, sample_index), {q: queries[q] for q in judged},
+                            {q: qrels[q] for q in judged}, tmp_path / "beside", config, log=lambda _: None)
+    assert report.steps == 2
+    apart, beside = (load_file(tmp_path / name / "model.safetensors") for name in ("apart", "beside"))
+    assert apart.keys() == beside.keys()
+    assert max(float(np.abs(apart[k] - beside[k]).max()) for k in apart) < 1e-6
+    card = json.loads((tmp_path / "apart" / "training.json").read_text())
+    assert card["recipe"]["negatives_per_positive"] == 2 and card["data"]["index"] == sample_index
+
+    (tmp_path / "broken.xz").write_bytes(b"not a prepared training")
+    with pytest.raises(TrainingError, match=r"broken\.xz is not a file `biorank train-reranker --prepare-only`"):
+        PreparedTraining.load(tmp_path / "broken.xz")
+    result = CliRunner().invoke(cli, ["train-reranker", "--prepared", str(prepared), "--out", str(tmp_path / "x"),
+                                      "--queries", str(tmp_path / "queries.tsv")])
+    assert result.exit_code == 2 and "--prepared brings its own groups and dev split: drop --queries" in result.output
 
 
 @pytest.mark.parametrize(("keep", "kept"), [("best", [1]), ("last", [1, 2, 3])])

@@ -240,15 +240,19 @@ def reranker_options(command: Callable) -> Callable:
     ])
 
 
-def training_options(command: Callable) -> Callable:
-    """The options both trainers take: the training queries, their judgements and the index."""
+def training_options(command: Callable | None = None, *, topics_required: bool = True) -> Callable:
+    """The options both trainers take: the training queries, their judgements and the index. With
+    ``topics_required=False`` (``@training_options(topics_required=False)``) the command checks them itself."""
+    if command is None:
+        return lambda command: training_options(command, topics_required=topics_required)
     return apply(command, [
-        click.option("--queries", "queries_path", required=True, type=click.Path(exists=True, dir_okay=False),
+        click.option("--queries", "queries_path", required=topics_required,
+                     type=click.Path(exists=True, dir_okay=False),
                      help="Training queries (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT, BioASQ JSON)."),
-        click.option("--qrels", "qrels_path", required=True, type=click.Path(exists=True, dir_okay=False),
+        click.option("--qrels", "qrels_path", required=topics_required, type=click.Path(exists=True, dir_okay=False),
                      help="Their judgements; the dev split of the judged queries is held out for validation."),
         index_option("Documents index: the texts, BM25 negatives and validation come from it."),
-        click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=topics_required,
                      help="Folder for the model, its model card (README.md) and training.json."),
         click.option("--max-steps", type=click.IntRange(1), default=None,
                      help="Stop after this many steps (a quick try)."),

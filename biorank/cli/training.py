@@ -16,7 +16,7 @@ from biorank.types import stage_counter
 
 
 @cli.command("train-reranker")
-@options.training_options
+@options.training_options(topics_required=False)
 @click.option("--base-model", default=SHIPPED_RERANKER, show_default=True,
               help="Where training starts: biorank-reranker (the cross-encoder shipped with biorank, so your "
                    "judgements fine-tune it), another cross-encoder folder, or a BERT-family encoder: a local "
@@ -66,9 +66,16 @@ from biorank.types import stage_counter
 @click.option("--device", default="auto", show_default=True,
               help="Where to train: auto (a GPU where torch sees one, else the CPU), cpu, cuda or cuda:N.")
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
+@click.option("--prepare-only", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Gather what training reads from the cluster (groups, dev candidates, their texts) into this "
+                   "file and stop: --prepared trains from it on a machine that cannot reach the cluster.")
+@click.option("--prepared", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Train from a file --prepare-only wrote, without a cluster; the groups, the dev split and the "
+                   "negative settings come from it (so no --queries, --qrels, --supervision or --synthetic).")
 @click.pass_obj
-def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, out: Path,
-                   max_steps: int | None, seed: int, no_store: bool, supervision: Path | None, synthetic_kinds: str,
+def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels_path: str | None, index_name: str,
+                   out: Path | None, max_steps: int | None, seed: int, no_store: bool, supervision: Path | None,
+                   synthetic_kinds: str, prepare_only: Path | None, prepared: Path | None,
                    **recipe: object) -> None:
     """Train a cross-encoder reranker from judgements and BM25 negatives (Hofstätter et al.).
 
@@ -96,26 +103,62 @@ def train_reranker(settings: ConnectionSettings, queries_path: str, qrels_path: 
     Training for unseen documents (issue 44; a GPU session: docs/measurements/training.md has the arithmetic):
       biorank train-reranker --supervision supervision ... --synthetic ../shared/data/scifact/corpus.jsonl \\
           --negatives-stage hybrid --negatives-from-top 20 --groups-per-step 8 --trim-groups --epochs 2
+    Where the GPU cannot reach the cluster, prepare here and train there (the recipe's other options there):
+      biorank train-reranker --supervision supervision ... --prepare-only training.xz
+      biorank train-reranker --prepared training.xz --out models/reranker --groups-per-step 8 --trim-groups
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.models.extras import require_torch
     from biorank.store.record import store_reranker
-    from biorank.training.reranker import RerankerTraining, train_reranker
+    from biorank.training.reranker import (
+        PreparedTraining,
+        RerankerTraining,
+        prepare_training,
+        train_prepared,
+        train_reranker,
+    )
     from biorank.training.supervision import read
 
-    require_torch("train-reranker")  # before the cluster is asked anything
-
-    searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
-    with stage_progress() as progress:
-        kinds = tuple(k.strip() for k in synthetic_kinds.split(",") if k.strip())
-        report = train_reranker(searcher, read_queries(queries_path), read_qrels(qrels_path), out,
-                                RerankerTraining(max_steps=max_steps, seed=seed, synthetic_kinds=kinds, **recipe),
-                                supervision=read(supervision) if supervision else None, progress=progress, log=echo)
+    if prepared is not None:
+        given = [name for name, value in (("--queries", queries_path), ("--qrels", qrels_path),
+                                          ("--supervision", supervision), ("--synthetic", recipe["synthetic"]),
+                                          ("--prepare-only", prepare_only)) if value]
+        if given:
+            raise click.UsageError(f"--prepared brings its own groups and dev split: drop {', '.join(given)}")
+    elif queries_path is None or qrels_path is None:
+        raise click.UsageError("--queries and --qrels are required (or --prepared FILE)")
+    if prepare_only is None and out is None:
+        raise click.UsageError("--out is required (the folder for the model), unless --prepare-only")
+    kinds = tuple(k.strip() for k in synthetic_kinds.split(",") if k.strip())
+    config = RerankerTraining(max_steps=max_steps, seed=seed, synthetic_kinds=kinds, **recipe)
+    if prepare_only is None:
+        require_torch("train-reranker")  # before the cluster is asked anything
+    if prepared is not None:
+        with stage_progress() as progress:
+            report = train_prepared(PreparedTraining.load(prepared), out, config, progress=progress, log=echo)
+    else:
+        searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
+        topics = read_queries(queries_path), read_qrels(qrels_path)
+        gathered = read(supervision) if supervision else None
+        with stage_progress() as progress:
+            if prepare_only is not None:
+                made = prepare_training(searcher, *topics, config, supervision=gathered, progress=progress, log=echo)
+                made.save(prepare_only)
+                click.echo(f"{len(made.groups)} groups ({made.synthetic} self-supervised) and "
+                           f"{len(made.dev_queries)} dev queries' candidates in {prepare_only} "
+                           f"({prepare_only.stat().st_size / 1e6:.1f} MB); train from it with "
+                           f"`biorank train-reranker --prepared {prepare_only} --out FOLDER`")
+                return
+            report = train_reranker(searcher, *topics, out, config, supervision=gathered, progress=progress,
+                                    log=echo)
     click.echo(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
                f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25"
                + (f"; unseen dev ({report.unseen_queries} queries) {report.best_unseen:.4f} against "
                   f"{report.baseline_unseen:.4f}" if report.unseen_queries else "") + f"; model and card in {out}")
-    if not no_store:
+    if prepared is not None:
+        click.echo(f"trained apart from the cluster: rerank with --reranker {out}, or make it an index's default "
+                   "with `biorank tune-rerank --reranker` where the cluster is")
+    elif not no_store:
         store_reranker(searcher.client, index_name, str(out.resolve()))
         click.echo(f"{index_name} now reranks with it by default (--rerank)")
 

@@ -26,11 +26,13 @@ run continue where it was.
 from __future__ import annotations
 
 import itertools
+import json
+import lzma
 import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +119,75 @@ class RerankerTrainingReport(TrainingReport):
     baseline_unseen: float = float("nan")
 
 
+PREPARED_FORMAT = 1
+"""The version of :meth:`PreparedTraining.save`'s file; another is refused, not misread."""
+PREPARATION_FIELDS = ("negatives_per_positive", "negatives_from_top", "negatives_stage", "synthetic",
+                      "synthetic_kinds", "synthetic_limit", "positives_per_query", "shares", "validation_depth")
+"""The recipe's settings that shape the groups and the validation, fixed when they are prepared: a prepared file
+brings them along, and training from it takes them from there."""
+
+
+@dataclass
+class PreparedTraining:
+    """Everything training a cross-encoder reads from the cluster, gathered once: the groups (the self-supervised
+    ones first), the dev queries with their first-stage candidates, the candidates' texts, and what the first
+    stage scores on them.
+
+    Saved (:meth:`save`) it trains where no node is reachable, a GPU machine say: ``biorank train-reranker
+    ... --prepare-only FILE`` where the cluster is, ``biorank train-reranker --prepared FILE`` there.
+    """
+
+    index: str
+    groups: list[Group]
+    synthetic: int
+    """How many of ``groups`` (the first) are self-supervised."""
+    dev_queries: dict[str, str]
+    dev_candidates: dict[str, list[str]]
+    dev_qrels: Qrels
+    unseen: list[str]
+    texts: dict[str, str]
+    """The dev candidates' texts."""
+    baselines: dict[str, float]
+    train_queries: int
+    sources: dict[str, int]
+    settings: dict[str, Any]
+    """The recipe's :data:`PREPARATION_FIELDS` the groups were made with."""
+
+    def save(self, path: Path) -> None:
+        """Write it as xz-compressed JSON (each text once), through a temporary file: an interrupted save leaves
+        no half file."""
+        table: dict[str, int] = {}
+        groups = [[g.query, [table.setdefault(t, len(table)) for t in g.texts]] for g in self.groups]
+        document = {"format": PREPARED_FORMAT, "index": self.index, "synthetic": self.synthetic,
+                    "texts_table": list(table), "groups": groups, "dev_queries": self.dev_queries,
+                    "dev_candidates": self.dev_candidates, "dev_qrels": self.dev_qrels, "unseen": self.unseen,
+                    "texts": self.texts, "baselines": self.baselines, "train_queries": self.train_queries,
+                    "sources": self.sources, "settings": self.settings}
+        path = Path(path)
+        partial = path.with_name(path.name + ".partial")
+        with lzma.open(partial, "wt", encoding="utf-8") as f:
+            json.dump(document, f)
+        partial.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> PreparedTraining:
+        """Read what :meth:`save` wrote; anything else is a :class:`TrainingError` naming the file."""
+        try:
+            with lzma.open(path, "rt", encoding="utf-8") as f:
+                document = json.load(f)
+        except (OSError, lzma.LZMAError, EOFError, ValueError) as error:
+            raise TrainingError(f"{path} is not a file `biorank train-reranker --prepare-only` wrote ({error})") \
+                from None
+        if not isinstance(document, dict) or document.get("format") != PREPARED_FORMAT:
+            found = document.get("format") if isinstance(document, dict) else None
+            raise TrainingError(f"{path} is a prepared training of format {found!r}; this biorank reads format "
+                                f"{PREPARED_FORMAT}: prepare it again with this version")
+        table = document.pop("texts_table")
+        groups = [Group(query, tuple(table[i] for i in texts)) for query, texts in document.pop("groups")]
+        document.pop("format")
+        return cls(groups=groups, **document)
+
+
 def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, out: Path,
                    config: RerankerTraining = RerankerTraining(), *, supervision: Supervision | None = None,
                    progress: Callable[[str, int, int], None] | None = None,
@@ -126,13 +197,38 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     With ``supervision`` (:mod:`biorank.training.supervision`) the groups are its training pairs instead, each
     positive with negatives of its grain from the pooled BM25 top; ``queries`` and ``qrels`` then only validate
     (their dev split, whose texts are never trained on). ``progress(stage, done, total)`` is told about
-    candidate retrieval and training steps.
+    candidate retrieval and training steps. It is :func:`prepare_training` then :func:`train_prepared`.
     """
     require_torch("training a cross-encoder")
-    import torch
-
     started = time.perf_counter()
-    device = training_device(config.device)
+    training_device(config.device)  # a GPU asked for and missing is said before the cluster is asked anything
+    prepared = prepare_training(searcher, queries, qrels, config, supervision=supervision, progress=progress,
+                                log=log)
+    return train_prepared(prepared, out, config, progress=progress, log=log, started=started)
+
+
+def prepare_training(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
+                     config: RerankerTraining = RerankerTraining(), *, supervision: Supervision | None = None,
+                     progress: Callable[[str, int, int], None] | None = None,
+                     log: Callable[[str], None] = print) -> PreparedTraining:
+    """What :func:`train_prepared` needs from the cluster: the groups, the dev split's candidates and texts.
+
+    Args:
+        searcher: the index the candidates, negatives and texts come from.
+        queries: the training queries by id (with ``supervision``: only its dev split is used, to validate).
+        qrels: their judgements.
+        config: the recipe; its :data:`PREPARATION_FIELDS` shape what is gathered.
+        supervision: gathered supervision to train on instead of ``queries``.
+        progress: told ``(stage, done, total)`` as the candidates are retrieved.
+        log: the lines a person reads.
+
+    Returns:
+        The prepared training, which :meth:`PreparedTraining.save` can write for another machine.
+
+    Example:
+        >>> prepared = prepare_training(Searcher.open(client, "scifact"), queries, qrels)  # doctest: +SKIP
+        >>> prepared.save(Path("scifact.prepared.xz"))  # doctest: +SKIP
+    """
     rest, dev = training_split(queries, qrels, log)
     unseen = [q for q in split_judged(qrels, "dev-unseen") if q in queries]
     log(f"{len(unseen)} of the {len(dev)} development queries share no relevant document with a training query "
@@ -179,10 +275,50 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     dev_qrels = {q: qrels[q] for q in dev}
     synthetic = synthetic_groups(searcher, config, {d for q in dev for d in qrels[q]}, log) if config.synthetic else []
     baselines = measured({q: [Ranked(d) for d in ids] for q, ids in dev_candidates.items()}, dev_qrels, unseen)
-    baseline = baselines[METRIC]
     log(f"{len(groups)} groups of 1 positive + up to {config.negatives_per_positive} BM25 negatives; "
-        f"dev {METRIC} of BM25 top {config.validation_depth}: {baseline:.4f}"
+        f"dev {METRIC} of BM25 top {config.validation_depth}: {baselines[METRIC]:.4f}"
         + (f", unseen dev {baselines[UNSEEN_METRIC]:.4f}" if unseen else ""))
+    recipe = asdict(config)
+    return PreparedTraining(
+        index=searcher.index, groups=synthetic + groups, synthetic=len(synthetic),
+        dev_queries={q: queries[q] for q in dev}, dev_candidates=dev_candidates, dev_qrels=dev_qrels,
+        unseen=unseen, texts={d: texts[d] for ids in dev_candidates.values() for d in ids if d in texts},
+        baselines=baselines, train_queries=trained, sources=sources,
+        # As JSON gives them back (a tuple as a list), so that a saved one loads equal.
+        settings={name: list(recipe[name]) if isinstance(recipe[name], tuple) else recipe[name]
+                  for name in PREPARATION_FIELDS})
+
+
+def train_prepared(prepared: PreparedTraining, out: Path, config: RerankerTraining = RerankerTraining(), *,
+                   progress: Callable[[str, int, int], None] | None = None, log: Callable[[str], None] = print,
+                   started: float | None = None) -> RerankerTrainingReport:
+    """Train on prepared groups, validating on their dev candidates after every epoch; no cluster needed.
+
+    Args:
+        prepared: what :func:`prepare_training` gathered (or :meth:`PreparedTraining.load` read).
+        out: the folder for the kept epoch's model, its card and ``training.json``.
+        config: the recipe; its :data:`PREPARATION_FIELDS` are taken from ``prepared``.
+        progress: told ``(stage, done, total)`` as training steps run.
+        log: the lines a person reads.
+        started: when the run began (``time.perf_counter()``), for the card's minutes; default now.
+
+    Returns:
+        The report: steps, the dev figures after each epoch, the epoch kept.
+
+    Example:
+        >>> prepared = PreparedTraining.load(Path("scifact.prepared.xz"))  # doctest: +SKIP
+        >>> train_prepared(prepared, Path("reranker"), RerankerTraining(epochs=2, device="cuda"))  # doctest: +SKIP
+    """
+    require_torch("training a cross-encoder")
+    import torch
+
+    started = time.perf_counter() if started is None else started
+    settings = dict(prepared.settings)
+    settings["synthetic_kinds"] = tuple(settings["synthetic_kinds"])
+    config = replace(config, **settings)
+    device = training_device(config.device)
+    dev_qrels, unseen = prepared.dev_qrels, prepared.unseen
+    groups, synthetic = prepared.groups, prepared.synthetic
 
     torch.manual_seed(config.seed)
     model, tokenizer = load_cross_encoder(config.base_model, fresh_head=True)
@@ -190,18 +326,18 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     bf16 = use_bf16(config.precision, device)
     per_step = config.groups_per_step
     # Each epoch reads the self-supervised groups first, then the judged ones, each part in its own shuffle.
-    groups = synthetic + groups
     steps_per_epoch = math.ceil(len(groups) / per_step)
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
 
     out.mkdir(parents=True, exist_ok=True)
-    report = RerankerTrainingReport(out, train_queries=trained, dev_queries=len(dev), baseline=baseline,
-                                    groups=len(groups), sources=sources, device=device, unseen_queries=len(unseen),
-                                    baseline_unseen=baselines.get(UNSEEN_METRIC, float("nan")))
+    report = RerankerTrainingReport(out, train_queries=prepared.train_queries, dev_queries=len(dev_qrels),
+                                    baseline=prepared.baselines[METRIC], groups=len(groups) - synthetic,
+                                    sources=prepared.sources, device=device, unseen_queries=len(unseen),
+                                    baseline_unseen=prepared.baselines.get(UNSEEN_METRIC, float("nan")))
 
     def loss_at(epoch: int, position: int) -> Any:
-        order = (*epoch_order(len(synthetic), config.seed, epoch),
-                 *(len(synthetic) + i for i in epoch_order(len(groups) - len(synthetic), config.seed, epoch)))
+        order = (*epoch_order(synthetic, config.seed, epoch),
+                 *(synthetic + i for i in epoch_order(len(groups) - synthetic, config.seed, epoch)))
         chosen = [groups[i] for i in order[position * per_step : (position + 1) * per_step]]
         return groups_loss(model, tokenizer, trimmed(chosen) if config.trim_groups else chosen, config.max_length,
                            bf16)
@@ -210,12 +346,12 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
         model, optimizer, schedule, config, out, save_model=lambda folder: _save_model(model, tokenizer, folder),
         load_model=lambda folder: _load_weights(model, folder), steps_per_epoch=steps_per_epoch,
         total_steps=total_steps, loss_at=loss_at,
-        validate=lambda: _validate(model, tokenizer, config, queries, dev_candidates, dev_qrels, unseen, texts,
-                                   bf16),
-        baseline=("BM25", baseline), started=started, progress=progress, log=log)
+        validate=lambda: _validate(model, tokenizer, config, prepared.dev_queries, prepared.dev_candidates,
+                                   dev_qrels, unseen, prepared.texts, bf16),
+        baseline=("BM25", prepared.baselines[METRIC]), started=started, progress=progress, log=log)
     report.steps, report.history, report.best_epoch = result.steps, result.history, result.best_epoch
     report.seconds = time.perf_counter() - started
-    _write_card(out, report, config, searcher.index)
+    _write_card(out, report, config, prepared.index)
     remove_checkpoint(out)
     return report
 
