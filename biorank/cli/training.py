@@ -58,8 +58,9 @@ from biorank.types import stage_counter
 @click.option("--max-length", type=click.IntRange(8, 512), default=256, show_default=True,
               help="Word pieces of query + document.")
 @click.option("--groups-per-step", type=click.IntRange(1), default=1, show_default=True,
-              help="Positives (each with its negatives) in one optimiser step. 1 suits a CPU; on a GPU 8 keep it "
-                   "busy (an H200 trains 4,241 groups of 21 texts in about 40 s).")
+              help="Positives (each with its negatives) in one optimiser step. 1 suits a CPU (8 groups of 21 texts "
+                   "at 256 pieces take over 20 GB of memory there); on a GPU 8 keep it busy (an H200 trains 4,241 "
+                   "groups of 21 texts in about 40 s).")
 @click.option("--trim-groups", is_flag=True,
               help="Cut the groups of a step to the fewest texts among them instead of padding: fewer pairs a "
                    "step (how the shipped model was trained).")
