@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import lzma
 import shutil
 import subprocess
 import time
@@ -157,10 +156,7 @@ def query_sets(evals: list[dict]) -> list[tuple[str, str, list[int]]]:
 
 def unpack(args: argparse.Namespace) -> None:
     """The shipped cross-encoder of an earlier revision as an fp32 folder that ``--reranker`` takes."""
-    import torch
-    from safetensors.torch import load, save_file
-
-    from biorank.models.shipped import SHIPPED_FOLDER, WEIGHTS
+    from biorank.models.shipped import SHIPPED_FOLDER, WEIGHTS, unpack_weights
 
     args.out.mkdir(parents=True, exist_ok=True)
     relative = SHIPPED_FOLDER.relative_to(suite.ROOT).as_posix()
@@ -168,8 +164,7 @@ def unpack(args: argparse.Namespace) -> None:
         blob = subprocess.run(["git", "-C", str(suite.ROOT), "show", f"{args.revision}:{relative}/{name}"],
                               capture_output=True, check=True).stdout
         if name == WEIGHTS:
-            weights = load(lzma.decompress(blob))
-            save_file({k: v.to(torch.float32) for k, v in weights.items()}, args.out / "model.safetensors")
+            unpack_weights(blob, args.out / "model.safetensors")
         else:
             (args.out / name).write_bytes(blob)
     print(f"the shipped cross-encoder of {args.revision} -> {args.out}")

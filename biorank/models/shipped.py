@@ -44,14 +44,19 @@ def shipped_reranker_folder() -> Path:
     if (folder / "model.safetensors").is_file():
         return folder
     require_torch("the shipped cross-encoder in torch (fp32, bf16, training)")
-    import torch
-    from safetensors.torch import load, save_file
-
     with staging(identity, FOLDER_KIND) as work:
         for path in SHIPPED_FOLDER.iterdir():
             if path.name != WEIGHTS and not path.name.startswith(("_", ".")):
                 shutil.copy(path, work / path.name)
-        with lzma.open(SHIPPED_FOLDER / WEIGHTS) as packed:
-            weights = load(packed.read())
-        save_file({name: tensor.to(torch.float32) for name, tensor in weights.items()}, work / "model.safetensors")
+        unpack_weights((SHIPPED_FOLDER / WEIGHTS).read_bytes(), work / "model.safetensors")
     return folder
+
+
+def unpack_weights(packed: bytes, dest: Path) -> None:
+    """Weights as the package keeps them (bf16 safetensors under xz) written to ``dest`` as fp32 safetensors, the
+    form every precision and ``train-reranker`` load."""
+    import torch
+    from safetensors.torch import load, save_file
+
+    weights = load(lzma.decompress(packed))
+    save_file({name: tensor.to(torch.float32) for name, tensor in weights.items()}, dest)
