@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from biorank.errors import BiorankError
 from biorank.evaluation.topics import read_qrels, read_queries
+from biorank.indexer.sentences import split_sentences
 from biorank.models.cross_encoder import CrossEncoder, load_cross_encoder
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.retrieval.searcher import Searcher
@@ -22,6 +25,8 @@ from biorank.training.reranker import (
     PreparedTraining,
     RerankerTraining,
     TrainingError,
+    dropped,
+    epoch_groups,
     groups_loss,
     train_reranker,
     trimmed,
@@ -226,6 +231,14 @@ def test_a_prepared_training_trains_apart_from_the_cluster_as_it_would_beside_it
     assert max(float(np.abs(apart[k] - beside[k]).max()) for k in apart) < 1e-6
     card = json.loads((tmp_path / "apart" / "training.json").read_text())
     assert card["recipe"]["negatives_per_positive"] == 2 and card["data"]["index"] == sample_index
+    # Against memorising: fewer repeats of a relevant text, sentences left out; the card says so.
+    result = CliRunner().invoke(cli, ["train-reranker", "--prepared", str(prepared), "--out", str(tmp_path / "less"),
+                                      *recipe, "--positive-repeats", "1", "--sentence-dropout", "0.3"])
+    assert result.exit_code == 0, result.output
+    card = json.loads((tmp_path / "less" / "training.json").read_text())
+    assert card["recipe"]["positive_repeats"] == 1 and card["recipe"]["sentence_dropout"] == 0.3
+    less = load_file(tmp_path / "less" / "model.safetensors")
+    assert max(float(np.abs(less[k] - apart[k]).max()) for k in apart) > 1e-4
 
     (tmp_path / "broken.xz").write_bytes(b"not a prepared training")
     with pytest.raises(TrainingError, match=r"broken\.xz is not a file `biorank train-reranker --prepare-only`"):
@@ -233,6 +246,10 @@ def test_a_prepared_training_trains_apart_from_the_cluster_as_it_would_beside_it
     result = CliRunner().invoke(cli, ["train-reranker", "--prepared", str(prepared), "--out", str(tmp_path / "x"),
                                       "--queries", str(tmp_path / "queries.tsv")])
     assert result.exit_code == 2 and "--prepared brings its own groups and dev split: drop --queries" in result.output
+    result = CliRunner().invoke(cli, ["train-reranker", "--prepared", str(prepared), "--out", str(tmp_path / "x"),
+                                      "--negatives-per-positive", "5"])
+    assert result.exit_code == 2 and "prepared with --negatives-per-positive 2, not 5" in result.output
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize(("keep", "kept"), [("best", [1]), ("last", [1, 2, 3])])
@@ -262,6 +279,51 @@ def test_keep_decides_which_epochs_reach_the_output(keep: str, kept: list[int], 
 def test_trimmed_groups_keep_the_positive_and_the_first_negatives() -> None:
     groups = [Group("q1", ("p1", "n1", "n2", "n3")), Group("q2", ("p2", "m1"))]
     assert trimmed(groups) == [Group("q1", ("p1", "n1")), Group("q2", ("p2", "m1"))]
+
+
+def _cited_groups(shared_data: Path) -> list[Group]:
+    """SciFact's training claims, each with the abstract it cites and the next claim's as a negative: claims and
+    their negations cite the same abstract, the repeats ``positive_repeats`` is for."""
+    scifact = shared_data / "scifact"
+    claims = [json.loads(line) for line in (scifact / "claims_train.jsonl").read_text().splitlines()][:400]
+    wanted = {str(d) for c in claims for d in c["cited_doc_ids"]}
+    texts = {}
+    with (scifact / "corpus.jsonl").open() as f:
+        for line in f:
+            doc = json.loads(line)
+            if str(doc["doc_id"]) in wanted:
+                texts[str(doc["doc_id"])] = f"{doc['title']} {' '.join(doc['abstract'])}"
+    cited = [(c["claim"], texts[str(c["cited_doc_ids"][0])]) for c in claims if c["cited_doc_ids"]]
+    return [Group(claim, (text, cited[(i + 1) % len(cited)][1])) for i, (claim, text) in enumerate(cited)]
+
+
+def test_an_epoch_trains_a_relevant_abstract_in_at_most_positive_repeats_groups(shared_data: Path) -> None:
+    groups = _cited_groups(shared_data)
+    synthetic = 5  # the first five stand for self-supervised groups: they stay first
+    counts = Counter(g.texts[0] for g in groups)
+    assert max(counts.values()) >= 3  # the data has what the option is for
+    everything = epoch_groups(groups, synthetic, 7, 0)
+    assert sorted(everything) == list(range(len(groups))) and set(everything[:synthetic]) == set(range(synthetic))
+    epochs = [epoch_groups(groups, synthetic, 7, epoch, positive_repeats=1) for epoch in range(3)]
+    for order in epochs:
+        assert len(order) == len(counts) and len({groups[i].texts[0] for i in order}) == len(counts)
+        assert set(order[:synthetic]) <= set(range(synthetic))
+    assert epochs[0] == epoch_groups(groups, synthetic, 7, 0, positive_repeats=1)  # a resumed run draws the same
+    assert len({frozenset(order) for order in epochs}) == 3  # each epoch draws anew which groups
+    twice = epoch_groups(groups, synthetic, 7, 0, positive_repeats=2)
+    assert len(twice) == sum(min(n, 2) for n in counts.values())
+
+
+def test_sentence_dropout_leaves_out_sentences_of_every_text_but_never_all(shared_data: Path) -> None:
+    group = _cited_groups(shared_data)[0]
+    assert min(len(split_sentences(text)) for text in group.texts) >= 4
+    assert dropped(group, 0.0, random.Random(1)) == group
+    half = dropped(group, 0.5, random.Random(1))
+    assert half.query == group.query and half != dropped(group, 0.5, random.Random(2))
+    for text, before in zip(half.texts, group.texts, strict=True):
+        assert 0 < len(text) < len(before) and all(part in before for part in text.split(". "))
+    for text, before in zip(dropped(group, 0.999, random.Random(3)).texts, group.texts, strict=True):
+        assert text and text in before and len(split_sentences(text)) == 1  # one whole sentence of it
 
 
 def test_groups_in_one_step_lose_what_they_lose_one_by_one(tiny_reranker: Path) -> None:

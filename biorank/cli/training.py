@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from biorank.cli import options
 from biorank.cli.main import cli
@@ -13,6 +16,9 @@ from biorank.config import ConnectionSettings
 from biorank.models.encoder import DEFAULT_MODEL
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.types import stage_counter
+
+if TYPE_CHECKING:
+    from biorank.training.reranker import PreparedTraining, RerankerTraining
 
 
 @cli.command("train-reranker")
@@ -64,6 +70,13 @@ from biorank.types import stage_counter
 @click.option("--trim-groups", is_flag=True,
               help="Cut the groups of a step to the fewest texts among them instead of padding: fewer pairs a "
                    "step (how the shipped model was trained).")
+@click.option("--positive-repeats", type=click.IntRange(1), default=None,
+              help="Each epoch, train a relevant text in at most this many of its groups, a new draw each epoch "
+                   "[default: all]: a claim and its negation, or questions on one topic, cite the same abstract, "
+                   "which the model otherwise learns by heart.")
+@click.option("--sentence-dropout", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="Each epoch, leave out every sentence of a training text with this probability (at least one "
+                   "kept), a new draw each epoch: no abstract is read twice in the same words.")
 @click.option("--device", default="auto", show_default=True,
               help="Where to train: auto (a GPU where torch sees one, else the CPU), cpu, cuda or cuda:N.")
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
@@ -135,8 +148,10 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
     if prepare_only is None:
         require_torch("train-reranker")  # before the cluster is asked anything
     if prepared is not None:
+        made = PreparedTraining.load(prepared)
+        _refuse_other_preparation(made, config, prepared)
         with stage_progress() as progress:
-            report = train_prepared(PreparedTraining.load(prepared), out, config, progress=progress, log=echo)
+            report = train_prepared(made, out, config, progress=progress, log=echo)
     else:
         searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
         topics = read_queries(queries_path), read_qrels(qrels_path)
@@ -162,6 +177,29 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
     elif not no_store:
         store_reranker(searcher.client, index_name, str(out.resolve()))
         click.echo(f"{index_name} now reranks with it by default (--rerank)")
+
+
+def _refuse_other_preparation(made: PreparedTraining, config: RerankerTraining, path: Path) -> None:
+    """A negatives' setting typed with --prepared that differs from the file's is refused, not silently dropped:
+    the groups were drawn with the file's, and only preparing again changes them."""
+    from biorank.training.reranker import PREPARATION_FIELDS
+
+    context = click.get_current_context()
+    for name in PREPARATION_FIELDS:
+        typed = next((p for p in context.command.params if p.name == name), None)
+        if typed is None or context.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+            continue
+        wanted, found = json.loads(json.dumps(getattr(config, name))), made.settings[name]
+        if wanted != found:
+            option = typed.opts[0]
+            raise click.UsageError(f"{path} was prepared with {option} {_shown(found)}, not {_shown(wanted)}: "
+                                   f"the groups were drawn with it; drop {option}, or prepare again with yours")
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 @cli.command("train-encoder")

@@ -25,12 +25,15 @@ run continue where it was.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import lzma
 import math
 import random
+import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -90,6 +93,14 @@ class RerankerTraining(Recipe):
     instead of padding: fewer pairs a step. In gathered supervision a quarter of the groups have fewer than 20
     negatives, so a step of 8 trimmed groups has a median of 8 texts each, not 21. The shipped model was trained
     so."""
+    positive_repeats: int | None = None
+    """Each epoch, a positive text is trained in at most this many of its groups (a new draw each epoch; None: in
+    all). A SciFact claim and its negation, or BioASQ questions on one topic, cite the same abstract: met again
+    and again it is learned by heart, which the unseen dev does not reward."""
+    sentence_dropout: float = 0.0
+    """Each epoch, every sentence of a training text (the positive and the negatives) is left out with this
+    probability, a new draw each epoch, at least one kept: an abstract is never read twice in the same words
+    (abstract-level dropout, against memorising it)."""
     shares: dict[str, float] = field(default_factory=dict)
     """With gathered supervision: the share of a source's training queries used, e.g. ``{"nfcorpus": 0.25}``
     (see :func:`~biorank.training.supervision.training_pairs`)."""
@@ -325,8 +336,9 @@ def train_prepared(prepared: PreparedTraining, out: Path, config: RerankerTraini
     model.to(device)
     bf16 = use_bf16(config.precision, device)
     per_step = config.groups_per_step
-    # Each epoch reads the self-supervised groups first, then the judged ones, each part in its own shuffle.
-    steps_per_epoch = math.ceil(len(groups) / per_step)
+    orders = functools.lru_cache(maxsize=1)(
+        lambda epoch: epoch_groups(groups, synthetic, config.seed, epoch, positive_repeats=config.positive_repeats))
+    steps_per_epoch = math.ceil(len(orders(0)) / per_step)  # the same count every epoch, whatever the draw
     total_steps, optimizer, schedule = optimiser(model, config, steps_per_epoch)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -336,9 +348,9 @@ def train_prepared(prepared: PreparedTraining, out: Path, config: RerankerTraini
                                     baseline_unseen=prepared.baselines.get(UNSEEN_METRIC, float("nan")))
 
     def loss_at(epoch: int, position: int) -> Any:
-        order = (*epoch_order(synthetic, config.seed, epoch),
-                 *(synthetic + i for i in epoch_order(len(groups) - synthetic, config.seed, epoch)))
-        chosen = [groups[i] for i in order[position * per_step : (position + 1) * per_step]]
+        chosen = [groups[i] if not config.sentence_dropout else
+                  dropped(groups[i], config.sentence_dropout, random.Random(f"{config.seed}:dropout{epoch}:{i}"))
+                  for i in orders(epoch)[position * per_step : (position + 1) * per_step]]
         return groups_loss(model, tokenizer, trimmed(chosen) if config.trim_groups else chosen, config.max_length,
                            bf16)
 
@@ -387,6 +399,55 @@ class Group:
 
     query: str
     texts: tuple[str, ...]
+
+
+def epoch_groups(groups: Sequence[Group], synthetic: int, seed: int, epoch: int, *,
+                 positive_repeats: int | None = None) -> tuple[int, ...]:
+    """The indices of the groups an epoch trains, in order: the first ``synthetic`` (self-supervised) ones, then
+    the judged ones, each part in its own shuffle; with ``positive_repeats``, a positive text only in the first
+    that many of its groups in that order, so each epoch draws anew which.
+
+    Args:
+        groups: the prepared groups, the self-supervised ones first.
+        synthetic: how many of them are self-supervised.
+        seed: the recipe's seed; with ``epoch`` it fixes the order, so a resumed run trains what it would have.
+        epoch: the epoch (from 0).
+        positive_repeats: at most this many groups a positive text (None: every group).
+
+    Returns:
+        Indices into ``groups``; as many every epoch.
+
+    Example:
+        >>> len(epoch_groups([Group("a", ("p", "n")), Group("b", ("p", "m"))], 0, 1, 0, positive_repeats=1))
+        1
+    """
+    order = (*epoch_order(synthetic, seed, epoch),
+             *(synthetic + i for i in epoch_order(len(groups) - synthetic, seed, epoch)))
+    if positive_repeats is None:
+        return order
+    seen: Counter[str] = Counter()
+    kept = []
+    for i in order:
+        seen[groups[i].texts[0]] += 1
+        if seen[groups[i].texts[0]] <= positive_repeats:
+            kept.append(i)
+    return tuple(kept)
+
+
+def dropped(group: Group, rate: float, rng: random.Random) -> Group:
+    """``group`` with each sentence of each of its texts left out with probability ``rate`` (at least one kept a
+    text), the query untouched."""
+    texts = []
+    for text in group.texts:
+        pieces = _SENTENCE_BREAK.split(text)
+        kept = [piece for piece in pieces if rng.random() >= rate] or [rng.choice(pieces)]
+        texts.append(" ".join(kept) if len(kept) < len(pieces) else text)
+    return Group(group.query, tuple(texts))
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+(?=[A-Z0-9(\[])")
+"""Where :func:`dropped` cuts a text: rougher than the indexer's splitter and a hundred times faster (a GPU step
+would wait on that one), and a cut in the wrong place only leaves out a little more or less."""
 
 
 def trimmed(groups: Sequence[Group]) -> list[Group]:
