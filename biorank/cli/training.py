@@ -185,13 +185,12 @@ def _refuse_other_preparation(made: PreparedTraining, config: RerankerTraining, 
     from biorank.training.reranker import PREPARATION_FIELDS
 
     context = click.get_current_context()
-    for name in PREPARATION_FIELDS:
-        typed = next((p for p in context.command.params if p.name == name), None)
-        if typed is None or context.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+    for name in PREPARATION_FIELDS:  # a field that is no option (validation_depth) has no source
+        if context.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
             continue
         wanted, found = json.loads(json.dumps(getattr(config, name))), made.settings[name]
         if wanted != found:
-            option = typed.opts[0]
+            option = next(p.opts[0] for p in context.command.params if p.name == name)
             raise click.UsageError(f"{path} was prepared with {option} {_shown(found)}, not {_shown(wanted)}: "
                                    f"the groups were drawn with it; drop {option}, or prepare again with yours")
 
