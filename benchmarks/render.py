@@ -137,6 +137,7 @@ TABLES: dict[str, Table] = {
     "query-log-overhead-batched": Table("query_log_overhead-batched"),
     "query-log-overhead-single": Table("query_log_overhead-single"),
     "serve-load": Table("serve_load"),
+    "serve-contention": Table("serve_load-contention"),
     "serve-faults": Table("serve_faults-fault"),
     "serve-soak": Table("serve_faults-soak"),
 }

@@ -65,6 +65,9 @@ class Rejected:
     line: int
     id: str | None
     reason: str
+    rest_skipped: bool = False
+    """Reading stopped here: the rest of the file (a truncated download, XML past repair) was not read. A sync
+    never records such a file as applied."""
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}"

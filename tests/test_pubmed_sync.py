@@ -14,14 +14,18 @@ from opensearchpy import OpenSearch
 from biorank.cli.main import cli
 from biorank.indexer.indexer import IndexOptions
 from biorank.indexer.updates import (
+    PubmedFile,
+    SyncPlan,
     SyncRefused,
     apply_files,
+    file_key,
     find_pubmed_files,
     plan_sync,
     sha256_of,
 )
+from biorank.models.encoder import PACKAGED_MODEL
 from biorank.store.indices import sentences_index_name
-from biorank.store.record import read_record
+from biorank.store.record import AppliedFile, read_record
 
 BASELINE = 8  # real citations in the baseline subset; one more arrives with the first update
 
@@ -167,3 +171,94 @@ def test_files_are_taken_in_nlm_order_and_other_names_left_out(tmp_path: Path) -
     (tmp_path / "copy" / "pubmed25n1275.xml.gz").write_bytes(b"")
     with pytest.raises(SyncRefused, match=r"two files named pubmed25n1275\.xml\.gz"):
         find_pubmed_files([tmp_path])
+
+
+def gzipped_update(path: Path, citations: list[str], deleted: list[str]) -> Path:
+    """An update file as NLM ships it, gzipped."""
+    update_file(path.with_suffix(""), citations, deleted)
+    path.write_bytes(gzip.compress(path.with_suffix("").read_bytes()))
+    path.with_suffix("").unlink()
+    return path
+
+
+def test_a_damaged_file_is_refused_before_any_write_and_never_recorded(
+    opensearch: OpenSearch, opensearch_url: str, index_name: str, default_encoder, citations: list[str],
+    tmp_path: Path,
+) -> None:
+    """A download cut short (probe 2.10) or XML that libxml2 gives up on (2.18, billion laughs) is refused whole
+    before anything is written, so the genuine file can still be applied afterwards; and a file whose reading stops
+    early while it is applied is not recorded."""
+    folder = tmp_path / "pubmed"
+    folder.mkdir()
+    baseline_file(folder, citations[:4])
+    full = gzipped_update(tmp_path / "medline16n0903.xml.gz", citations[4:8], [pmid(citations[0])])
+    cut = folder / full.name
+    cut.write_bytes(full.read_bytes()[: len(full.read_bytes()) * 4 // 10])
+
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["--url", opensearch_url, "sync", str(folder), "--index", index_name,
+                                  "--model", PACKAGED_MODEL])
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert refused.output.strip().splitlines()[-1] == (
+        "Error: medline16n0903.xml.gz is cut short (its gzip stream ends before its trailer: an "
+        "interrupted download?); nothing was applied: download it again")
+    assert not opensearch.indices.exists(index=index_name)
+
+    # Applied past the check (the file changed after it), a read that stops early is not recorded.
+    options = IndexOptions(index=index_name, format="pubmed", rejects=tmp_path / "rejects.tsv")
+    files, _ = find_pubmed_files([folder])
+    with pytest.raises(SyncRefused, match=r"medline16n0903\.xml\.gz was not read to its end \(.*\); it is not "
+                                          r"recorded as applied"):
+        apply_files(opensearch, options, SyncPlan(apply=[(f, sha256_of(f.path)) for f in files]),
+                    encoder=default_encoder)
+    assert [f.name for f in read_record(opensearch, index_name).applied_files] == ["medline16n0902.xml.gz"]
+
+    # The genuine file then goes in whole: its citations, its deletion, and its record.
+    cut.write_bytes(full.read_bytes())
+    plan = plan_sync(find_pubmed_files([folder])[0], read_record(opensearch, index_name).applied_files)
+    report = apply_files(opensearch, options, plan, encoder=default_encoder)
+    assert report.deleted == 1 and not report.incomplete
+    assert set(stored(opensearch, index_name)[0]) == {pmid(c) for c in citations[1:8]}
+    assert [f.name for f in read_record(opensearch, index_name).applied_files] == [
+        "medline16n0902.xml.gz", "medline16n0903.xml.gz"]
+
+    # Entities that libxml2 refuses to expand make the file damaged as a whole, named with the line.
+    laughs = tmp_path / "laughs" / "medline16n0904.xml"
+    laughs.parent.mkdir()
+    entities = "".join(f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10))
+    laughs.write_text(f'<?xml version="1.0"?>\n<!DOCTYPE PubmedArticleSet [<!ENTITY lol0 "lol">{entities}]>\n'
+                      f"<PubmedArticleSet>\n<PubmedArticle>\n{revised(citations[1], '&lol9;')}\n</PubmedArticle>\n"
+                      "</PubmedArticleSet>\n")
+    with pytest.raises(SyncRefused, match=r"medline16n0904\.xml is damaged or not PubMed XML \(line \d+: .*"):
+        plan_sync(find_pubmed_files([laughs])[0], read_record(opensearch, index_name).applied_files)
+
+
+def test_gaps_other_series_and_one_number_under_two_names(tmp_path: Path) -> None:
+    """A file past a gap or of another year's series is refused unless allowed (probe 2.6); one number under
+    several names is one file, applied once (2.7)."""
+    def nlm(name: str) -> PubmedFile:
+        path = tmp_path / name
+        body = b'<?xml version="1.0"?>\n<PubmedArticleSet>\n</PubmedArticleSet>\n'
+        path.write_bytes(gzip.compress(body) if name.endswith(".gz") else body)
+        return PubmedFile(path, *file_key(name))
+
+    applied = [AppliedFile(f"pubmed25n000{n}.xml.gz", "0" * 64, "2026-01-01T00:00:00+00:00") for n in (1, 2, 3, 4)]
+    with pytest.raises(SyncRefused, match=r"pubmed99n9999\.xml\.gz is of another year's series than "
+                                          r"pubmed25n0004\.xml\.gz.*--allow-gaps"):
+        plan_sync([nlm("pubmed99n9999.xml.gz")], applied)
+    with pytest.raises(SyncRefused, match=r"pubmed25n0006\.xml\.gz does not follow pubmed25n0004\.xml\.gz: "
+                                          r"number 0005 is missing"):
+        plan_sync([nlm("pubmed25n0006.xml.gz")], applied)
+    with pytest.raises(SyncRefused, match=r"pubmed25n0009\.xml does not follow pubmed25n0005\.xml\.gz: numbers "
+                                          r"0006 to 0008 are missing"):
+        plan_sync([nlm("pubmed25n0005.xml.gz"), nlm("pubmed25n0009.xml")], applied)
+    allowed = plan_sync([nlm("pubmed25n0006.xml.gz")], applied, allow_gaps=True)
+    assert [f.name for f, _ in allowed.apply] == ["pubmed25n0006.xml.gz"]
+
+    files, _ = find_pubmed_files([nlm(n).path for n in ("pubmed25n0004.xml", "medline25n0005.xml.gz",
+                                                          "pubmed25n0005.xml", "pubmed25n0005.xml.gz")])
+    plan = plan_sync(files, applied)
+    assert [f.name for f, _ in plan.apply] == ["medline25n0005.xml.gz"]
+    assert [(f.name, other) for f, other in plan.twins] == [
+        ("pubmed25n0004.xml", "pubmed25n0004.xml.gz"), ("pubmed25n0005.xml", "medline25n0005.xml.gz"),
+        ("pubmed25n0005.xml.gz", "medline25n0005.xml.gz")]

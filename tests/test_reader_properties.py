@@ -101,3 +101,25 @@ def test_damaged_pubmed_never_crashes_and_keeps_only_real_citations(data: st.Dat
         f">{r.id}</PMID>".encode())) + len(b"</PubmedArticle>") < where]
     read = {r.id: (r.title, r.abstract) for r in records if isinstance(r, Abstract)}
     assert all(read.get(r.id) == (r.title, r.abstract) for r in before)
+
+
+@PROPERTIES
+@given(texts=st.lists(st.text(max_size=120), max_size=10), max_record_bytes=st.integers(1, 60),
+       gzipped=st.booleans())
+def test_a_line_too_long_is_one_reject_and_every_other_line_reads_as_without_a_limit(
+        texts: list[str], max_record_bytes: int, gzipped: bool) -> None:
+    lines = [json.dumps({"id": i, "text": text}).encode() + b"\n" for i, text in enumerate(texts)]
+    data = b"".join(lines)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "docs.jsonl"
+        path.write_bytes(gzip.compress(data) if gzipped else data)
+        bounded = list(read_records(path, "jsonl", max_record_bytes=max_record_bytes))
+        unbounded = list(read_records(path, "jsonl"))
+    too_large = {r.line for r in bounded if isinstance(r, Rejected) and r.reason.startswith("record too large")}
+    assert [r.line for r in bounded] == [r.line for r in unbounded] == list(range(1, len(lines) + 1))
+    # One limit, at least the record's, splits the lines: those over it are rejected unread, and the rest read
+    # as they would with no limit.
+    rejected = [len(line) for n, line in enumerate(lines, start=1) if n in too_large]
+    kept = [len(line) for n, line in enumerate(lines, start=1) if n not in too_large]
+    assert all(length > max([max_record_bytes, *kept]) for length in rejected)
+    assert all(r == u for r, u in zip(bounded, unbounded, strict=True) if r.line not in too_large)

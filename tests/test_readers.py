@@ -257,7 +257,7 @@ def test_truncated_gzip_keeps_what_was_readable(scifact: list[Abstract], scifact
     truncated.write_bytes(compressed[: len(compressed) // 2])
     abstracts, rejected = split(read_records(truncated))
     assert len(rejected) == 1
-    assert "file unreadable from here on" in rejected[0].reason
+    assert "file unreadable from here on" in rejected[0].reason and rejected[0].rest_skipped
     # The partial line at the cut is not yielded: reading stops on the line it is in.
     assert rejected[0].line == len(abstracts) + 1
     assert len(abstracts) > 2000
@@ -540,6 +540,7 @@ def test_truncated_xml_keeps_the_complete_citations(
     assert [a.id for a in abstracts] == [a.id for a in medline16_records[0][:100]]
     assert len(rejected) == 1
     assert rejected[0].reason.startswith("malformed XML, the rest of the file was skipped")
+    assert rejected[0].rest_skipped
     assert rejected[0].line == (head + rest[:500]).count("\n") + 1
 
 
@@ -547,7 +548,7 @@ def test_truncated_xml_keeps_the_complete_citations(
 
 # VmHWM is this process's own peak; ru_maxrss would start from the forking pytest process's size.
 _PEAK_MEMORY = r"""
-import re, sys
+import json, re, sys
 from pathlib import Path
 from biorank.indexer.readers import read_records
 
@@ -555,9 +556,20 @@ def peak_kb():
     return int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
 
 before = peak_kb()
-count = sum(1 for _ in read_records(sys.argv[1]))
-print(count, (peak_kb() - before) // 1024)
+count, rejected = 0, []
+for record in read_records(sys.argv[1]):
+    count += 1
+    if type(record).__name__ == "Rejected":
+        rejected.append([record.line, record.reason])
+print(json.dumps([count, (peak_kb() - before) // 1024, rejected]))
 """
+
+
+def read_in_a_process(path: Path) -> tuple[int, int, list[tuple[int, str]]]:
+    """Read ``path`` in a fresh process: the records read, how many MB its peak memory grew, and the rejects."""
+    run = subprocess.run([sys.executable, "-c", _PEAK_MEMORY, str(path)], capture_output=True, text=True, check=True)
+    count, grown_mb, rejected = json.loads(run.stdout)
+    return count, grown_mb, [tuple(r) for r in rejected]
 
 
 @pytest.mark.parametrize("kind", ["pubmed", "scifact"])
@@ -573,9 +585,8 @@ def test_memory_stays_bounded_on_a_large_file(kind: str, medline16: Path, scifac
         big = tmp_path / "big.jsonl"
         big.write_bytes(scifact_corpus.read_bytes() * 5)
         expected = 5183 * 5
-    run = subprocess.run([sys.executable, "-c", _PEAK_MEMORY, str(big)], capture_output=True, text=True, check=True)
-    count, grown_mb = map(int, run.stdout.split())
-    assert count == expected
+    count, grown_mb, rejected = read_in_a_process(big)
+    assert (count, rejected) == (expected, [])
     # Holding the parsed tree (or the lines) would take several times the file's size; the file is >= 19 MB.
     assert big.stat().st_size > 19_000_000
     assert grown_mb < 15, f"memory grew by {grown_mb} MB while streaming {big.stat().st_size} bytes"
@@ -605,6 +616,7 @@ def test_malformed_citations_are_skipped_one_by_one_and_reading_goes_on(
     assert [r.line for r in malformed] == damaged_lines
     assert all("the citation there was skipped and reading went on at line" in r.reason for r in malformed)
     assert [r.reason for r in rejected if r not in malformed] == []
+    assert not any(r.rest_skipped for r in rejected)
 
 
 @pytest.mark.parametrize(("citations", "cut"), [(2, 10), (5, 4), (5, 40), (40, 300)])
@@ -625,6 +637,7 @@ def test_a_truncated_xml_gz_of_any_size_keeps_every_complete_citation(
     assert readable >= citations - 1
     assert [a.id for a in abstracts] == [a.id for a in medline16_records[0][:readable]]
     assert [r.reason.split(":")[0] for r in rejected] == ["file unreadable after this record, the rest was skipped"]
+    assert rejected[0].rest_skipped
 
 
 def test_a_text_node_over_10_mb_on_a_one_line_file_loses_only_its_citation(
@@ -643,3 +656,103 @@ def test_a_text_node_over_10_mb_on_a_one_line_file_loses_only_its_citation(
     assert [a.id for a in abstracts] == expected
     assert len(rejected) == 1 and rejected[0].reason.startswith(
         "malformed XML, the citation there was skipped and reading went on at line 1"), rejected
+
+
+def _billion_laughs(medline16: Path, damaged: int, one_line: bool) -> tuple[str, list[str]]:
+    """Three real citations under a DTD of nested entities, citation ``damaged`` using the one that expands
+    10⁹-fold; and the three PMIDs."""
+    _, rest = _medline16_prefix(medline16, 0)
+    citations = re.findall(r"<MedlineCitation .*?</MedlineCitation>\n", rest, re.S)[:3]
+    pmids = [re.search(r"<PMID[^>]*>(\d+)</PMID>", c)[1] for c in citations]
+    citations[damaged] = citations[damaged].replace("<ArticleTitle>", "<ArticleTitle>&lol9;", 1)
+    entities = "".join(f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">\n' for i in range(1, 10))
+    text = (f'<?xml version="1.0"?>\n<!DOCTYPE MedlineCitationSet [\n<!ENTITY lol0 "lol">\n{entities}]>\n'
+            f"<MedlineCitationSet>\n{''.join(citations)}</MedlineCitationSet>\n")
+    return (re.sub(r"\n\s*", " ", text) if one_line else text), pmids
+
+
+@pytest.mark.parametrize("one_line", [False, True], ids=["lines", "one-line"])
+@pytest.mark.parametrize("damaged", [0, 1])
+def test_an_entity_error_never_sends_reading_back(medline16: Path, tmp_path: Path, damaged: int,
+                                                  one_line: bool) -> None:
+    """libxml2 places an amplification error inside the entity's text ("line 1, column 7"): reading goes on
+    after the citation it was in, not at the file's line 1 (a false duplicate, then the rest skipped)."""
+    text, pmids = _billion_laughs(medline16, damaged, one_line)
+    path = tmp_path / "laughs.xml"
+    path.write_text(text)
+    abstracts, rejected = split(read_records(path))
+    assert [a.id for a in abstracts] == [p for i, p in enumerate(pmids) if i != damaged]
+    assert len(rejected) == 1 and not rejected[0].rest_skipped
+    assert rejected[0].reason.startswith("malformed XML, the citation there was skipped and reading went on")
+    # The reject points at the citation the error was in.
+    start = [m.start() for m in re.finditer("<MedlineCitation ", text)][damaged]
+    assert rejected[0].line == text[:start].count("\n") + 1
+
+
+_BOMB_MB = 64
+
+
+@pytest.fixture(scope="module")
+def bombs(shared_data: Path, medline16: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real records around 64 MB that gzip packs into a few dozen KB: one line; a line of junk between two
+    citations; a citation of 64 text nodes of 1 MB, each under libxml2's own limit of 10 MB. Written through
+    gzip a MB at a time, so the test itself never holds them."""
+    with (shared_data / "scifact" / "corpus.jsonl").open("rb") as corpus:
+        first, second = corpus.readline(), corpus.readline()
+    head, rest = _medline16_prefix(medline16, 1)
+    citation_2 = rest[: rest.index("<MedlineCitation ", 1)]
+    title = head.encode() + citation_2[: citation_2.index("<ArticleTitle>") + len("<ArticleTitle>")].encode()
+    after_title = citation_2[citation_2.index("<ArticleTitle>") + len("<ArticleTitle>"):]
+    citation_3 = rest[len(citation_2): rest.index("<MedlineCitation ", len(citation_2) + 1)]
+    mb = 1 << 20
+    parts = {
+        "line.jsonl.gz": (first + b'{"doc_id": 1, "title": "', b"a" * mb, b'", "abstract": []}\n' + second),
+        "junk.xml.gz": (head.encode(), b"x" * mb, f"\n{citation_2}</MedlineCitationSet>\n".encode()),
+        "elements.xml.gz": (title, b"<i>" + b"a" * (mb - 7) + b"</i>",
+                            f"{after_title}{citation_3}</MedlineCitationSet>\n".encode()),
+    }
+    folder = tmp_path_factory.mktemp("bombs")
+    for name, (before, filler, after) in parts.items():
+        with gzip.open(folder / name, "wb", compresslevel=9) as out:
+            out.write(before)
+            for _ in range(_BOMB_MB):
+                out.write(filler)
+            out.write(after)
+    return {name: folder / name for name in parts}
+
+
+@pytest.mark.parametrize(("name", "read", "line", "reason"), [
+    ("line.jsonl.gz", [1, 3], 2, "record too large: a line of over 8,388,608 bytes"),
+    ("junk.xml.gz", [5, 134], 133, "malformed XML, the XML there (outside any citation) was skipped and reading "
+                                   "went on at line 134"),
+    ("elements.xml.gz", [5, 295], 163, "record too large, the citation there was skipped and reading went on at "
+                                       "line 295"),
+])
+def test_a_gzip_bomb_is_one_reject_read_in_bounded_memory(bombs: dict[str, Path], name: str, read: list[int],
+                                                          line: int, reason: str) -> None:
+    """The records around it come through; the line or element is read past in pieces, never held whole."""
+    abstracts, rejected = split(read_records(bombs[name]))
+    assert [a.line for a in abstracts] == read
+    assert [(r.line, r.reason[: len(reason)], r.rest_skipped) for r in rejected] == [(line, reason, False)]
+    count, grown_mb, _ = read_in_a_process(bombs[name])
+    assert count == 3
+    assert grown_mb < 60, f"memory grew by {grown_mb} MB reading {_BOMB_MB} MB of {name}"
+
+
+def test_a_first_line_too_long_for_a_record_is_markup_or_refused(shared_data: Path, tmp_path: Path) -> None:
+    """Telling the format reads one line, bounded like every other: markup on it is still XML (minified PubMed),
+    anything else asks for --format, and read as the format given that line is one reject."""
+    minified = tmp_path / "download.txt"
+    minified.write_text(re.sub(r"\n\s*", " ", (shared_data / "pubmed" / "pubmed-29768149.xml").read_text()))
+    assert [r.id for r in read_records(minified, max_record_bytes=100)] == ["29768149"]
+    with (shared_data / "scifact" / "corpus.jsonl").open("rb") as corpus:
+        real = [corpus.readline() for _ in range(2)]
+    limit = max(map(len, real))
+    first = json.dumps({"doc_id": 1, "title": "long", "abstract": ["x" * 100 * limit]}).encode() + b"\n"
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(first + b"".join(real))
+    with pytest.raises(ReaderError, match=r"its first record is a line of over .* bytes; pass --format"):
+        read_records(corpus, max_record_bytes=limit)
+    abstracts, rejected = split(read_records(corpus, "scifact", max_record_bytes=limit))
+    assert [a.line for a in abstracts] == [2, 3]
+    assert [(r.line, r.reason.split(":")[0]) for r in rejected] == [(1, "record too large")]

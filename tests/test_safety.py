@@ -440,3 +440,90 @@ def test_ctrl_c_while_indexing_says_what_was_kept_and_that_a_rerun_resumes(
     assert again.returncode == 0, again.stdout + again.stderr
     opensearch.indices.refresh(index=index_name)
     assert opensearch.count(index=index_name, body={"query": {"term": {"block": 0}}})["count"] == 80
+
+
+def _meta(opensearch: OpenSearch, name: str, **changes: object) -> None:
+    """Change fields of ``name``'s record by hand, as anyone who can write a mapping on the cluster can."""
+    meta = opensearch.indices.get_mapping(index=name)[name]["mappings"]["_meta"]
+    opensearch.indices.put_mapping(index=name, body={"_meta": {**meta, "biorank": {**meta["biorank"], **changes}}})
+
+
+def test_an_alias_is_never_written_through_or_deleted_as_if_it_were_an_index(
+        opensearch_url: str, opensearch: OpenSearch, index_name: str, tmp_path: Path) -> None:
+    """The blue/green set-up (probes 6.1, 6.2): ``pub`` an alias of ``keep``. Writing or deleting through it is
+    refused in one line unless --follow-alias, and --recreate never goes through it."""
+    from biorank.store.record import IndexMismatch, store_lambda
+
+    keep, alias = f"{index_name}-keep", f"{index_name}-pub"
+    _empty_biorank_index(opensearch, keep)
+    opensearch.indices.put_alias(index=keep, name=alias)
+    corpus = _jsonl(tmp_path / "docs.jsonl", [{"id": "1", "title": "t", "text": "some text"}])
+    for extra in (["--recreate"], ["--recreate", "--follow-alias"], []):
+        refused = _run("--url", opensearch_url, "index", str(corpus), "--format", "jsonl", "--index", alias, *extra)
+        assert refused.exit_code == 1 and refused.output.count("\n") == 1, (extra, refused.output)
+        assert refused.output.startswith(f"Error: '{alias}' is an alias of {keep}: "), refused.output
+        reason = "--recreate rebuilds an index named by its own name" if extra else "--follow-alias acts on the one"
+        assert reason in refused.output, (extra, refused.output)
+    assert opensearch.count(index=keep)["count"] == 0 and not opensearch.indices.exists(index=f"{alias}-sentences")
+    with pytest.raises(IndexMismatch, match="is an alias of"):
+        store_lambda(opensearch, alias, 0.1)
+
+    refused = _run("--url", opensearch_url, "delete-index", alias, "--yes")
+    assert refused.exit_code == 1 and "--follow-alias acts on the one behind the alias" in refused.output
+    assert opensearch.indices.exists(index=keep)
+    followed = _run("--url", opensearch_url, "delete-index", alias, "--yes", "--follow-alias")
+    assert followed.exit_code == 0 and followed.output.strip() == f"deleted {keep}, {keep}-sentences", followed.output
+    assert not opensearch.indices.exists(index=keep) and not opensearch.indices.exists(index=alias)
+
+
+def test_a_record_naming_an_index_that_does_not_exist_sends_no_delete_for_it(
+        opensearch_url: str, opensearch: OpenSearch, index_name: str) -> None:
+    """Probe 6.3: a foreign name in the record is not asked about, not deleted, not reported deleted."""
+    ghost = f"{index_name}-ghost"
+    opensearch.indices.create(index=index_name, body=documents_index_body(
+        IndexSettings(), model="m", dimension=4, block_tokens=254, sentences_index=ghost))
+    asked = CliRunner().invoke(cli, ["--url", opensearch_url, "delete-index", index_name], input="n\n")
+    assert f"delete {index_name}?" in asked.output and ghost not in asked.output, asked.output
+    deleted = _run("--url", opensearch_url, "delete-index", index_name, "--yes")
+    assert deleted.exit_code == 0 and deleted.output.strip() == f"deleted {index_name}", deleted.output
+
+
+def test_control_sequences_in_an_index_record_or_a_node_log_never_reach_the_terminal(
+        opensearch_url: str, opensearch: OpenSearch, index_name: str, shared_data: Path, tmp_path: Path) -> None:
+    """Probes 6.5 and 6.6: a record's kind, mapping version and applied files, and a node's log lines, are data:
+    every command that quotes them prints them escaped — in errors, statuses and tables alike."""
+    from biorank.cluster.local import LocalNode
+    from biorank.downloads import sha256_of
+
+    baseline = shared_data / "pubmed" / "medline16n0902.xml.gz"
+    outputs = {}
+    _empty_biorank_index(opensearch, index_name)
+    _meta(opensearch, index_name, applied_files=[
+        {"name": baseline.name, "sha256": "0" * 64, "applied": HOSTILE_TEXT},
+        {"name": f"pubmed{HOSTILE_TEXT}", "sha256": "0" * 64, "applied": HOSTILE_TEXT}])
+    outputs["sync, changed file"] = _run("--url", opensearch_url, "sync", str(baseline), "--index", index_name)
+    _meta(opensearch, index_name, applied_files=[
+        {"name": baseline.name, "sha256": sha256_of(baseline), "applied": "2026-01-01"},
+        {"name": f"pubmed{HOSTILE_TEXT}", "sha256": "0" * 64, "applied": HOSTILE_TEXT}])
+    outputs["sync, current"] = _run("--url", opensearch_url, "sync", str(baseline), "--index", index_name)
+    _meta(opensearch, index_name, mapping_version=HOSTILE_TEXT)
+    for args in (["stats", "--index", index_name], ["query", "calcium", "--index", index_name, "--no-log"]):
+        outputs[args[0]] = _run("--url", opensearch_url, *args)
+    _meta(opensearch, index_name, kind=HOSTILE_TEXT)
+    for args in (["stats", "--index", index_name], ["delete-index", index_name, "--yes"], ["indices"]):
+        outputs[f"{args[0]}, kind"] = _run("--url", opensearch_url, *args, COLUMNS="1000")
+
+    home = tmp_path / "home"
+    log = LocalNode().log_path()
+    log = home / log.relative_to(LocalNode().settings.home)
+    log.parent.mkdir(parents=True)
+    log.write_text(f"[INFO] created index [{HOSTILE_TEXT}]\n")
+    outputs["cluster logs"] = _run("cluster", "logs", BIORANK_HOME=str(home))
+
+    for what, shown in outputs.items():
+        assert not RAW_CONTROL.search(shown.output), (what, shown.output)
+    for what in ("sync, changed file", "sync, current", "stats", "query", "stats, kind", "delete-index, kind",
+                 "cluster logs"):
+        assert "\\x1b]8;;http://evil.example/\\x07click" in outputs[what].output, (what, outputs[what].output)
+    assert outputs["sync, current"].exit_code == 0 and "is current" in outputs["sync, current"].output
+    assert opensearch.indices.exists(index=index_name)

@@ -368,3 +368,66 @@ def test_a_bm25_request_does_not_wait_behind_reranks(sample_service) -> None:
     assert status == 200 and len(answer["hits"]) == 10 and statuses == [200, 200, 200]
     # Behind one lock it waited for at least the rest of a rerank, and usually for all three.
     assert bm25 < one_rerank / 3 and still_reranking >= 2, (bm25, one_rerank, still_reranking)
+
+
+def _until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    """Waits for a state of the server that a request brings about (not a bound on its speed: a guard on a hang)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"the server never reached: {what}"
+        time.sleep(0.02)
+
+
+def test_the_models_lane_is_bounded_and_forgets_a_client_that_left(opensearch, sample_index, default_encoder,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the models busy (their lock held here), a first-stage request is answered while they stay busy, a
+    request that reranks or wants snippets waits in a bounded queue, the next is told when to come back, and one
+    whose client hung up while it waited never runs."""
+    import socket
+
+    service = SearchService(opensearch, ServiceSettings(index=sample_index, query_log=False, rerank_queue=1),
+                            query_log_index="unused", searcher=Searcher.open(opensearch, sample_index,
+                                                                        encoder=default_encoder))
+    searched: list[str] = []
+    search = service.search
+    monkeypatch.setattr(service, "search", lambda request: searched.append(request.q) or search(request))
+    lane, answers = service.model_lane, {}
+    snippets = {"q": CLAIM, "k": 3, "mode": "bm25", "snippets": True}
+
+    def ask(name: str) -> threading.Thread:
+        thread = threading.Thread(target=lambda: answers.update({name: call(f"{url}/api/search", snippets)}))
+        thread.start()
+        return thread
+
+    with serving(service) as url:
+        with service._rerank_turn:  # the models stay busy until the block ends
+            running = ask("running")
+            _until(lambda: lane.running == 1, "a request running in the models' lane")
+
+            host, port = url.removeprefix("http://").split(":")
+            body = json.dumps({"q": "a client that leaves", "rerank": True}).encode()
+            with socket.create_connection((host, int(port))) as conn:
+                conn.sendall(b"POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                _until(lambda: lane.waiting == 1, "the request queued")
+            _until(lambda: lane.dropped == 1 and lane.waiting == 0, "the queued request of a gone client dropped")
+
+            waiting = ask("waiting")
+            _until(lambda: lane.waiting == 1, "a request waiting in the models' lane")
+            for path, sent in (("/api/search", {"q": CLAIM, "rerank": True}), ("/?q=vitamin&rerank=1", None)):
+                request = urllib.request.Request(f"{url}{path}", data=sent and json.dumps(sent).encode(),
+                                                 headers={"content-type": "application/json"})
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(request, timeout=60)
+                headers, text = refused.value.headers, refused.value.read().decode()
+                assert refused.value.code == 503 and int(headers["retry-after"]) > 0 and "busy" in text, (path, text)
+                assert headers["x-content-type-options"] == "nosniff"
+                assert list(json.loads(text)) == ["error"] if sent else 'role="alert"' in text
+
+            status, answer = call(f"{url}/api/search", {"q": CLAIM, "k": 5, "mode": "bm25"})
+            assert status == 200 and len(answer["hits"]) == 5
+            assert running.is_alive() and waiting.is_alive() and lane.running == lane.waiting == 1
+        running.join()
+        waiting.join()
+    assert answers["running"][0] == answers["waiting"][0] == 200, answers
+    assert searched == [CLAIM] * 3 and lane.dropped == 1  # the gone client's request never ran

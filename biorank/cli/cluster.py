@@ -7,7 +7,7 @@ import sys
 import click
 
 from biorank.cli.main import cli
-from biorank.cli.render import echo
+from biorank.cli.render import echo, say
 
 ENGINE_VERSIONS = ("2.19.1", "3.4.0")
 """The keys of ``artifacts.ENGINES``, here so that ``--help`` builds without importing the node's code."""
@@ -55,10 +55,10 @@ def cluster_start(port: int | None, heap: str | None, engine_version: str | None
     whole = status.running and len(status.urls) == len(status.members)
     if whole and (engine_version is None or status.engine_version == engine_version) and \
             (nodes is None or nodes == len(status.members)):
-        click.echo(f"OpenSearch {status.engine_version} already running at {', '.join(status.urls)} "
+        say(f"OpenSearch {status.engine_version} already running at {', '.join(status.urls)} "
                    f"({status.health})")
         return
-    click.echo(node.start())
+    say(node.start())
 
 
 @cluster.command("stop")
@@ -66,7 +66,7 @@ def cluster_stop() -> None:
     """Stop every node (the data stays; the next start has as many nodes)."""
     from biorank.cluster.local import LocalNode
 
-    click.echo("stopped" if LocalNode(echo=echo).stop() else "not running")
+    say("stopped" if LocalNode(echo=echo).stop() else "not running")
 
 
 @cluster.command("status")
@@ -76,25 +76,25 @@ def cluster_status() -> None:
 
     node = LocalNode(echo=echo)
     s = node.status()
-    click.echo(f"home:      {node.settings.home}")
+    say(f"home:      {node.settings.home}")
     installed = ", ".join(f"OpenSearch {v}" for v in s.installed)
-    click.echo(f"installed: {installed or 'no (biorank cluster start installs it)'}")
+    say(f"installed: {installed or 'no (biorank cluster start installs it)'}")
     if s.running:
-        click.echo(f"running:   yes, OpenSearch {s.engine_version}, {len(s.urls)} of {len(s.members)} node(s), "
+        say(f"running:   yes, OpenSearch {s.engine_version}, {len(s.urls)} of {len(s.members)} node(s), "
                    f"health {s.health}")
         for m in s.members:
-            click.echo(f"  {m.name:<14} {m.url:<24} transport {m.transport_port:<6} "
+            say(f"  {m.name:<14} {m.url:<24} transport {m.transport_port:<6} "
                        f"{f'pid {m.pid}' if m.running else 'DOWN (`biorank cluster start` restarts it)'}")
         if s.shards:
             c = s.shards
-            click.echo(f"shards:    {c.get('active_shards', 0)} active ({c.get('active_primary_shards', 0)} primary), "
+            say(f"shards:    {c.get('active_shards', 0)} active ({c.get('active_primary_shards', 0)} primary), "
                        f"{c.get('initializing_shards', 0)} initializing, {c.get('relocating_shards', 0)} relocating, "
                        f"{c.get('unassigned_shards', 0)} unassigned; {c.get('number_of_nodes', '?')} node(s) "
                        "in the cluster")
-        click.echo(f"java:      {s.java or 'unknown (started by an older biorank)'}")
-        click.echo(f"vector SIMD: {s.vector_simd or 'unknown (started by an older biorank)'}")
+        say(f"java:      {s.java or 'unknown (started by an older biorank)'}")
+        say(f"vector SIMD: {s.vector_simd or 'unknown (started by an older biorank)'}")
     else:
-        click.echo("running:   no")
+        say("running:   no")
         sys.exit(3)
 
 
@@ -108,4 +108,4 @@ def cluster_logs(lines: int, console: bool, number: int) -> None:
     """The last lines of a node's log."""
     from biorank.cluster.local import LocalNode
 
-    click.echo(LocalNode(echo=echo).log_tail(lines, number, console=console))
+    say(LocalNode(echo=echo).log_tail(lines, number, console=console))

@@ -9,7 +9,7 @@ import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import echo, record_progress, stage_progress
+from biorank.cli.render import echo, record_progress, say, stage_progress
 from biorank.config import ConnectionSettings
 from biorank.evaluation.measures import BEIR_MEASURES
 from biorank.evaluation.splits import SPLITS
@@ -104,9 +104,9 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
         result = run_experiment(experiment, searcher, run_files=run_paths, log=log, progress=progress)
     for note in result.notes:
         echo(f"note: {note}")
-    click.echo(f"{qrels_path.name}, {split} split: {result.report.queries} judged queries, {experiment.notion}\n")
-    click.echo(result.report.markdown())
-    click.echo(f"\nwritten to {out}: " + ", ".join(p.name for p in result.written) +
+    say(f"{qrels_path.name}, {split} split: {result.report.queries} judged queries, {experiment.notion}\n")
+    say(result.report.markdown())
+    say(f"\nwritten to {out}: " + ", ".join(p.name for p in result.written) +
                ("" if run_paths else ", and a .trec run per system"))
     if pyplot() is None:
         echo(f"note: {NO_PLOTS}")
@@ -145,4 +145,4 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
                       {q: a.top_snippets() for q, a in answers.items()})
     output.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     snippets = sum(len(q["snippets"]) for q in body["questions"])
-    click.echo(f"{len(body['questions'])} questions, {snippets} snippets written to {output}")
+    say(f"{len(body['questions'])} questions, {snippets} snippets written to {output}")

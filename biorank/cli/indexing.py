@@ -9,7 +9,7 @@ import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import console, echo, record_progress, stage_progress, table
+from biorank.cli.render import console, echo, inert, record_progress, say, stage_progress, table
 from biorank.config import MAX_RECORD_BYTES, ConnectionSettings
 from biorank.indexer.readers import FORMATS
 from biorank.models.encoder import DEFAULT_MODEL
@@ -55,12 +55,13 @@ def _reading_options(command):
               help="Take every block and sentence with its vector from this folder written by `biorank encode` "
                    "from the same PATHS, instead of encoding: no encoder is loaded; its batch size is used.")
 @options.sentence_vectors_option
+@options.follow_alias_option
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
           title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
           no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
           rejects: Path | None, max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None,
-          vectors_dir: Path | None, device: str, sentence_vectors: str | None) -> None:
+          vectors_dir: Path | None, device: str, sentence_vectors: str | None, follow_alias: bool) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
@@ -83,6 +84,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
       biorank index pubmed25n0001.xml.gz --index pubmed --vectors vectors/
     """
     from biorank.indexer.indexer import Indexer, IndexOptions, estimate_records
+    from biorank.store.indices import concrete_index
     from biorank.store.mappings.documents import IndexSettings
 
     vectors = encoder = None
@@ -101,12 +103,19 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
             batch_size = vectors.manifest["reader"]["batch_size"]
         echo(f"vectors from {vectors_dir}: {made_with.name}, {vectors.counts['documents']} documents, "
              f"{vectors.counts['blocks']} blocks, {vectors.counts['sentences']} sentences (no encoder is loaded)")
+        if vectors.unhashed:
+            echo(f"note: {vectors.unhashed} shards in {vectors_dir} record no size and SHA-256 (an earlier biorank "
+                 "wrote them): they are checked in every other way; encode again to have them checked whole")
     client = options.client(settings)
+    # Before an encoder is loaded: an alias is refused in a moment, not after a model's start-up.
+    concrete_index(client, index_name, follow_alias=follow_alias, recreate=recreate)
+    if vectors is not None and not recreate:
+        vectors.check_index(client, index_name)
     index_options = IndexOptions(
         index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
         max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b),
-        sentence_vectors=sentence_vectors)
+        sentence_vectors=sentence_vectors, follow_alias=follow_alias)
     if vectors is None:
         encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
     done = [0]
@@ -150,9 +159,10 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
     sentences and blocks exactly as `biorank index` does, with the same options.
 
     \b
-    The folder's manifest records the encoder, the block budget, the reader settings and the SHA-256 of every
-    input file; `biorank index PATHS --vectors OUT` loads the shards into a cluster without loading an encoder,
-    and refuses shards of other files, settings or encoder. Interrupted? Run the same command again: finished
+    The folder's manifest records the encoder, the block budget, the reader settings, the SHA-256 of every
+    input file and the size and SHA-256 of every shard; `biorank index PATHS --vectors OUT` loads the shards into
+    a cluster without loading an encoder, and refuses, before it changes anything, shards of other files,
+    settings or encoder, and shards damaged or edited since. Interrupted? Run the same command again: finished
     shards are kept, the rest is encoded, nothing twice. See docs/guides/vectors.md.
 
     \b
@@ -175,12 +185,12 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
         echo(f"\ninterrupted: the finished shards in {out} are kept; run the same command again to encode the rest")
         raise SystemExit(130) from None
     rate = report.indexed / report.seconds if report.seconds else 0.0
-    click.echo(f"{out}: {report.indexed} documents encoded ({report.blocks} blocks, {report.sentences} sentences, "
+    say(f"{out}: {report.indexed} documents encoded ({report.blocks} blocks, {report.sentences} sentences, "
                f"{report.shards} shards) in {report.seconds:.1f} s, {rate:.1f} docs/s"
                + (f"; {report.unchanged} were encoded by an earlier run" if report.unchanged else ""))
     if report.rejected:
         reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
-        click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+        say(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
     if not report.indexed + report.unchanged:
         raise click.ClickException(f"no usable records in {', '.join(paths)}: nothing was encoded; is --format right?")
 
@@ -197,24 +207,30 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
               help="Build a new index without the sentences index; an existing index keeps what it was built with.")
 @click.option("--allow-out-of-order", is_flag=True,
               help="Apply a file numbered before the last one applied (it may bring back older versions).")
+@click.option("--allow-gaps", is_flag=True,
+              help="Apply a file that does not follow the one before it: a number skipped, or another year's "
+                   "series.")
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
               help="Documents per encoder batch and bulk round.")
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
 @options.sentence_vectors_option
+@options.follow_alias_option
 @click.pass_obj
 def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, model: str | None, precision: str,
-         no_sentences: bool, allow_out_of_order: bool, batch_size: int, rejects: Path | None, device: str,
-         sentence_vectors: str | None) -> None:
+         no_sentences: bool, allow_out_of_order: bool, allow_gaps: bool, batch_size: int, rejects: Path | None,
+         device: str, sentence_vectors: str | None, follow_alias: bool) -> None:
     """Keep a PubMed index current: apply NLM's baseline and update files in PATHS (files, or folders such as
     baseline/ and updatefiles/) in the order of their numbers, each once.
 
     \b
-    Every file applied in full is recorded in the index with its SHA-256, so running the same command again
-    applies only new files; a new version of a citation replaces the earlier one, and the PMIDs of an update
-    file's DeleteCitation are removed. A file numbered before the last one applied is refused (unless
-    --allow-out-of-order), and so is a file applied before whose content has changed. Interrupted? Run the
-    same command again: the file that was cut short is applied again, nothing is duplicated.
+    Every file is read through before anything is written (a truncated or damaged file is refused), and one
+    applied in full is recorded in the index with its SHA-256, so running the same command again applies only
+    new files; a new version of a citation replaces the earlier one, and the PMIDs of an update file's
+    DeleteCitation are removed. Refused: a file numbered before the last one applied (unless
+    --allow-out-of-order), one past a gap in the numbering (unless --allow-gaps), and a file applied before
+    whose content has changed; one number under two names (.xml and .xml.gz) is applied once. Interrupted? Run
+    the same command again: the file that was cut short is applied again, nothing is duplicated.
 
     \b
     Examples:
@@ -223,20 +239,26 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
     """
     from biorank.indexer.indexer import IndexOptions, estimate_records
     from biorank.indexer.updates import apply_files, find_pubmed_files, plan_sync
+    from biorank.store.indices import concrete_index
     from biorank.store.record import read_record
 
     client = options.client(settings)
+    index_name = concrete_index(client, index_name, follow_alias=follow_alias)
     files, ignored = find_pubmed_files(paths)
     if not files:
         raise click.ClickException(f"no PubMed files (named pubmedYYnNNNN.xml.gz) in {', '.join(paths)}")
     if ignored:
         echo(f"note: {len(ignored)} files not named as NLM names its files were left out (e.g. {ignored[0].name})")
     record = read_record(client, index_name) if client.indices.exists(index=index_name) else None
-    plan = plan_sync(files, record.applied_files if record else (), allow_out_of_order=allow_out_of_order)
+    echo(f"checking {len(files)} files (each read through once) ...")
+    plan = plan_sync(files, record.applied_files if record else (), allow_out_of_order=allow_out_of_order,
+                     allow_gaps=allow_gaps)
+    for twin, other in plan.twins:
+        echo(f"skipped {twin.path}: it has the number of {other}, which is applied (or applied first)")
     if not plan.apply:
         last = plan.last_applied
-        click.echo(f"{index_name} is current: all {len(plan.skipped)} files are applied already"
-                   + (f" (last applied: {last.name})" if last else ""))
+        say(f"{index_name} is current: all {len(plan.skipped) + len(plan.twins)} files are applied already"
+             + (f" (last applied: {last.name})" if last else ""))
         return
     first, final = plan.apply[0][0].name, plan.apply[-1][0].name
     echo(f"{len(plan.apply)} files to apply ({first}" + (f" … {final})" if len(plan.apply) > 1 else ")")
@@ -270,15 +292,15 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
 
 def _summarise(index_name: str, report) -> None:
     """The run's counts in two lines at most: what went in, what was withdrawn, what was rejected."""
-    click.echo(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
+    say(f"{index_name}: {report.indexed} documents indexed ({report.blocks} blocks, {report.sentences} "
                f"sentences) in {report.seconds:.1f} s, {report.docs_per_second:.1f} docs/s; {report.unchanged} "
                f"already in and unchanged; {report.replaced} replaced an earlier version")
     if report.deleted or report.absent:
-        click.echo(f"{report.deleted + report.absent} deleted citations: {report.deleted} documents removed, "
+        say(f"{report.deleted + report.absent} deleted citations: {report.deleted} documents removed, "
                    f"{report.absent} not in the index")
     if report.rejected:
         reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
-        click.echo(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+        say(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
 
 
 def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None,
@@ -302,7 +324,7 @@ def indices(settings: ConnectionSettings) -> None:
 
     rows = list_indices(options.client(settings))
     if not rows:
-        click.echo("no biorank indices; create one with `biorank index PATH`")
+        say("no biorank indices; create one with `biorank index PATH`")
         return
     # The weights' version (after @) is long for a Maven-fetched model and folds the column in an 80-column
     # terminal; `biorank stats` shows it whole.
@@ -315,23 +337,32 @@ def indices(settings: ConnectionSettings) -> None:
 @cli.command("delete-index")
 @click.argument("name", callback=options.exact_name)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@options.follow_alias_option
 @click.pass_obj
-def delete_index(settings: ConnectionSettings, name: str, yes: bool) -> None:
-    """Delete the documents index NAME and the sentences index it names: exactly those, never a pattern, and
-    only an index biorank built as a documents index."""
-    from biorank.store.indices import delete_indices, foreign_sentences, owned_indices
+def delete_index(settings: ConnectionSettings, name: str, yes: bool, follow_alias: bool) -> None:
+    """Delete the documents index NAME and its own sentences index (NAME-sentences, where its record points
+    back): exactly those, never a pattern or an alias, and only an index biorank built as a documents index.
+    Says deleted only what OpenSearch confirms is gone."""
+    from biorank.store.indices import concrete_index, delete_indices, foreign_sentences, owned_indices
 
     client = options.client(settings)
+    if client.indices.exists(index=name):
+        name = concrete_index(client, name, follow_alias=follow_alias)
     owned = owned_indices(client, name)
     if not owned:
-        click.echo(f"no index {name!r}")
+        say(f"no index {name!r}")
         return
     foreign = foreign_sentences(client, name)
     if foreign:
         echo(f"note: {foreign}")
     if not yes:
-        click.confirm(f"delete {' and '.join(owned)}?", abort=True)
-    click.echo(f"deleted {', '.join(delete_indices(client, name))}")
+        click.confirm(inert(f"delete {' and '.join(owned)}?"), abort=True)
+    deleted = delete_indices(client, name)
+    if deleted:
+        say(f"deleted {', '.join(deleted)}")
+    if left := [index for index in owned if index not in deleted]:
+        raise click.ClickException(f"{', '.join(left)} not deleted: OpenSearch did not confirm it; `biorank "
+                                   "indices` shows what is there")
 
 
 @cli.command()
@@ -392,15 +423,15 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     with stage_progress() as progress:
         report = reencode_index(client, index_name, encoder, batch_size=batch_size, progress=progress, log=echo)
     if report.already:
-        click.echo(f"{index_name} is encoded with {report.model} already; nothing to do")
+        say(f"{index_name} is encoded with {report.model} already; nothing to do")
         return
     if report.queries_only:
-        click.echo(f"{index_name}: only the query prefix changed, so no vector was re-encoded; it now uses "
+        say(f"{index_name}: only the query prefix changed, so no vector was re-encoded; it now uses "
                    f"{report.model} (was {report.previous_model})")
     else:
-        click.echo(f"{index_name}: {report.blocks} blocks and {report.sentences} sentences re-encoded in "
+        say(f"{index_name}: {report.blocks} blocks and {report.sentences} sentences re-encoded in "
                    f"{report.seconds:.1f} s{' (resumed)' if report.resumed else ''}; it now uses {report.model} "
                    f"(was {report.previous_model})")
     if report.dropped_lambda is not None:
-        click.echo(f"the λ tuned for the old encoder ({report.dropped_lambda:g}) was set aside: run "
+        say(f"the λ tuned for the old encoder ({report.dropped_lambda:g}) was set aside: run "
                    f"biorank tune-lambda --index {index_name} ... to tune it for this one")

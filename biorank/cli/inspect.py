@@ -9,7 +9,7 @@ import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import console, json_text, plain, shorten, table
+from biorank.cli.render import console, json_text, plain, say, shorten, table
 from biorank.config import ConnectionSettings
 
 
@@ -112,7 +112,7 @@ def query_log(settings: ConnectionSettings, last: int, searched_index: str | Non
             click.echo(json_text(record))
         return
     if not records:
-        click.echo("the query log has no records" + (f" for {searched_index!r}" if searched_index else ""))
+        say("the query log has no records" + (f" for {searched_index!r}" if searched_index else ""))
         return
     rows = []
     for r in records:
@@ -150,10 +150,10 @@ def dashboards_import(settings: ConnectionSettings, dashboards_url: str | None, 
 
     report = import_saved_objects(dashboards_url or DEFAULT_URL, path, user=settings.user, password=settings.password,
                                   ca_file=settings.ca_file, verify=settings.verify)
-    click.echo(f"imported {len(report.imported)} saved objects into {report.url}:")
+    say(f"imported {len(report.imported)} saved objects into {report.url}:")
     for kind, object_id, title in report.imported:
-        click.echo(f"  {kind:<14} {object_id:<32} {title}")
+        say(f"  {kind:<14} {object_id:<32} {title}")
     for url in report.dashboards:
-        click.echo(f"open {url}")
+        say(f"open {url}")
     if report.errors:
         raise click.ClickException(f"{len(report.errors)} saved objects were not imported: " + "; ".join(report.errors))

@@ -8,15 +8,24 @@ from pathlib import Path
 import click
 
 from biorank.cli.logs import route_library_logs
+from biorank.cli.render import inert
 from biorank.config import ConnectionSettings
 from biorank.errors import BiorankError
 from biorank.store.failures import describe
 
 
 class _Group(click.Group):
-    """Turns the errors a user can act on into one line and exit status 1, never a traceback."""
+    """Turns the errors a user can act on into one line and exit status 1, never a traceback; every message
+    printed inert, as it may quote names, records and answers from the cluster or the user's own input."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return self._invoke(ctx)
+        except click.ClickException as e:
+            e.message = inert(e.message)
+            raise
+
+    def _invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
         try:
             return super().invoke(ctx)
         except BiorankError as e:

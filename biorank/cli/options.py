@@ -77,6 +77,12 @@ def index_option(help: str = "Documents index; its sentences are in NAME-sentenc
                         callback=exact_name)
 
 
+follow_alias_option = click.option(
+    "--follow-alias", is_flag=True,
+    help="Where --index is an alias, act on the one index behind it (refused without this flag, and always with "
+         "--recreate).")
+
+
 def seed_option(help: str = "Seed of everything drawn at random.") -> Callable:
     return click.option("--seed", default=SEED, show_default=True, help=help)
 

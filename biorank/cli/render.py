@@ -72,6 +72,12 @@ def json_text(value: object, **dumps: Any) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def say(message: str) -> None:
+    """A line of output (stdout), inert (:func:`inert`): results and statuses quote names and records that come
+    from indices, which anyone who can write to the cluster can fill with control sequences."""
+    click.echo(inert(message))
+
+
 def echo(message: str) -> None:
     """A message for the user beside the output: to stderr, so the output stays pipeable; inert (:func:`inert`),
     as messages quote names and notes that come from indices."""

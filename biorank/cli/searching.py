@@ -14,10 +14,10 @@ from biorank.cli.render import (
     echo,
     explanation_text,
     hits_table,
-    inert,
     json_text,
     print_snippets,
     record_progress,
+    say,
 )
 from biorank.config import ConnectionSettings
 
@@ -105,10 +105,10 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
     if show_query:
         if pipeline.searcher.route_note:
             # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
-            click.echo(f"# {pipeline.searcher.route_note}")
+            say(f"# {pipeline.searcher.route_note}")
             notes.remove(pipeline.searcher.route_note)
         for request, body in pipeline.requests(text, k):
-            click.echo(f"{request}\n{json.dumps(body, indent=2)}\n")
+            say(f"{request}\n{json.dumps(body, indent=2)}\n")
     for note in notes:
         echo(f"note: {note}")
     answer = pipeline.search(text, k, log=options.query_log(settings, searcher.client, "query", no_log))
@@ -127,7 +127,7 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
             print_snippets(answer)
     if explain:
         for hit in answer.hits:
-            click.echo(f"\n#{hit.rank} {inert(hit.id)}\n{explanation_text(hit.explanation)}")
+            say(f"\n#{hit.rank} {hit.id}\n{explanation_text(hit.explanation)}")
 
 
 @cli.command()
@@ -158,4 +158,4 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
         answers = pipeline.run(queries, k, progress=advance,
                                log=options.query_log(settings, searcher.client, "search", no_log))
     lines = write_trec(output, {q: a.hits for q, a in answers.items()}, tag=f"biorank-{mode}")
-    click.echo(f"{len(answers)} queries, {lines} lines written to {output}")
+    say(f"{len(answers)} queries, {lines} lines written to {output}")

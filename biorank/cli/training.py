@@ -11,7 +11,7 @@ from click.core import ParameterSource
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import console, echo, stage_progress, table
+from biorank.cli.render import console, echo, say, stage_progress, table
 from biorank.config import ConnectionSettings
 from biorank.models.encoder import DEFAULT_MODEL
 from biorank.models.shipped import SHIPPED_RERANKER
@@ -160,23 +160,23 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
             if prepare_only is not None:
                 made = prepare_training(searcher, *topics, config, supervision=gathered, progress=progress, log=echo)
                 made.save(prepare_only)
-                click.echo(f"{len(made.groups)} groups ({made.synthetic} self-supervised) and "
+                say(f"{len(made.groups)} groups ({made.synthetic} self-supervised) and "
                            f"{len(made.dev_queries)} dev queries' candidates in {prepare_only} "
                            f"({prepare_only.stat().st_size / 1e6:.1f} MB); train from it with "
                            f"`biorank train-reranker --prepared {prepare_only} --out FOLDER`")
                 return
             report = train_reranker(searcher, *topics, out, config, supervision=gathered, progress=progress,
                                     log=echo)
-    click.echo(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
+    say(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
                f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25"
                + (f"; unseen dev ({report.unseen_queries} queries) {report.best_unseen:.4f} against "
                   f"{report.baseline_unseen:.4f}" if report.unseen_queries else "") + f"; model and card in {out}")
     if prepared is not None:
-        click.echo(f"trained apart from the cluster: rerank with --reranker {out}, or make it an index's default "
+        say(f"trained apart from the cluster: rerank with --reranker {out}, or make it an index's default "
                    "with `biorank tune-rerank --reranker` where the cluster is")
     elif not no_store:
         store_reranker(searcher.client, index_name, str(out.resolve()))
-        click.echo(f"{index_name} now reranks with it by default (--rerank)")
+        say(f"{index_name} now reranks with it by default (--rerank)")
 
 
 def _refuse_other_preparation(made: PreparedTraining, config: RerankerTraining, path: Path) -> None:
@@ -261,9 +261,9 @@ def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: s
     with stage_progress() as progress:
         report = train_encoder(searcher, read_queries(queries_path), read_qrels(qrels_path), out, config,
                                supervision=read(supervision) if supervision else None, progress=progress, log=echo)
-    click.echo(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 (dense) "
+    say(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 (dense) "
                f"{report.best:.4f} against {report.baseline:.4f} for the base encoder; model and card in {out}")
-    click.echo(f"next: biorank reindex-vectors --index {index_name} --model {out}")
+    say(f"next: biorank reindex-vectors --index {index_name} --model {out}")
 
 
 @cli.command("gather-supervision")
@@ -308,7 +308,7 @@ def gather_supervision(settings: ConnectionSettings, data: Path, out: Path, nega
     console().print(table("judged queries and their relevant texts", ["source", "split", *counted],
                           [[*key, *(count[c] for c in counted)] for key, count in supervision.counts().items()],
                           right=counted))
-    click.echo(f"written to {out}/passages.jsonl and {out}/queries.jsonl")
+    say(f"written to {out}/passages.jsonl and {out}/queries.jsonl")
 
 
 @cli.command("train-snippet-scorer")
@@ -355,6 +355,6 @@ def train_snippet_scorer(data: Path, out: Path, max_queries: int | None, seed: i
                                   MetricTraining(max_queries=max_queries, seed=seed, **recipe),  # type: ignore[arg-type]
                                   log=echo)
     last = report.history[-1]
-    click.echo(f"trained in {report.seconds / 60:.1f} min on {report.queries.get('train', 0)} queries; dev "
+    say(f"trained in {report.seconds / 60:.1f} min on {report.queries.get('train', 0)} queries; dev "
                f"triplets ordered {last['dev triplets ordered']:.4f} (untrained: "
                f"{report.history[0]['dev triplets ordered']:.4f}); scorer and card in {out}")

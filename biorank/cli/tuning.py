@@ -8,7 +8,7 @@ import click
 
 from biorank.cli import options
 from biorank.cli.main import cli
-from biorank.cli.render import echo, record_progress, stage_progress
+from biorank.cli.render import echo, record_progress, say, stage_progress
 from biorank.config import ConnectionSettings
 from biorank.tuning.lambda_grid import LAMBDA_GRID
 from biorank.tuning.rerank_weight import WEIGHT_GRID
@@ -48,14 +48,14 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
         table = tune_lambda_grid(searcher, queries, qrels, lambdas, metric, progress=advance)
     best = best_setting(table)
     for lam, value in table.items():
-        click.echo(f"λ = {lam:<6g} {metric} = {value:.4f}{'  ← best' if lam == best else ''}")
+        say(f"λ = {lam:<6g} {metric} = {value:.4f}{'  ← best' if lam == best else ''}")
     plotted = plot_grid(table, metric, plot, title=f"{index_name}: {metric} against λ ({len(queries)} {split} "
                         "queries)", xlabel="λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)", log_x=True)
     _said_plot(plotted)
     if not no_store:
         store_lambda(searcher.client, index_name, best, metric=metric, value=table[best], queries=len(queries),
                      split=split)
-        click.echo(f"stored λ = {best:g} with {index_name}: hybrid searches use it from now on")
+        say(f"stored λ = {best:g} with {index_name}: hybrid searches use it from now on")
 
 
 @cli.command("tune-rerank")
@@ -125,7 +125,7 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
                                    progress=progress)
     best = best_setting(table)
     for weight, value in table.items():
-        click.echo(f"w = {weight:<4g} {metric} = {value:.4f}{'  ← best' if weight == best else ''}")
+        say(f"w = {weight:<4g} {metric} = {value:.4f}{'  ← best' if weight == best else ''}")
     _said_plot(plot_grid(table, metric, plot, title=f"{index_name}: {metric} against the rerank weight "
                          f"({len(queries)} {split} queries, {system})",
                          xlabel="w (the cross-encoder's share of the final score)"))
@@ -133,11 +133,11 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
         store_rerank_weight(searcher.client, index_name, best, reranker=identity, metric=metric, value=table[best],
                             queries=len(queries), split=split, system=system, depth=rerank_depth,
                             length=rerank_length)
-        click.echo(f"stored w = {best:g} with {index_name}: reranking with {identity} uses it from now on")
+        say(f"stored w = {best:g} with {index_name}: reranking with {identity} uses it from now on")
         if isinstance(reranker.cross_encoder, Ensemble):
             # An ensemble has no train-reranker run to make it the index's: the tuning that chose it does.
             store_reranker(searcher.client, index_name, reranker.cross_encoder.source)
-            click.echo(f"stored the ensemble {reranker.cross_encoder.source} as {index_name}'s reranker")
+            say(f"stored the ensemble {reranker.cross_encoder.source} as {index_name}'s reranker")
 
 
 def _split_queries(queries_path: str, qrels_path: str, split: str) -> tuple[dict[str, str], Qrels]:
@@ -229,15 +229,15 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
     searcher = options.searcher(settings, index_name, device=device)
     with stage_progress() as progress:
         outcome = tune_snippet_weights(searcher, tuning, progress=progress, report=click.echo)
-    click.echo(f"tuned: {METRIC} {outcome.result.value:.4f} against {outcome.result.initial:.4f} for equal weights")
+    say(f"tuned: {METRIC} {outcome.result.value:.4f} against {outcome.result.initial:.4f} for equal weights")
     _said_plot(plot_tuning(outcome.result, plot, title=f"{index_name}: {METRIC} while tuning the snippet weights "
                            f"({outcome.queries} {split} queries, {system})"))
     if tuning.store:
-        click.echo(f"stored the weights with {index_name}: +snippets systems and query --snippets use them")
+        say(f"stored the weights with {index_name}: +snippets systems and query --snippets use them")
 
 
 def _said_plot(path: Path | None) -> None:
     """Where the plot went, or why there is none (the light install leaves matplotlib out)."""
     from biorank.evaluation.report import NO_PLOTS
 
-    click.echo(f"plot written to {path}" if path is not None else NO_PLOTS)
+    say(f"plot written to {path}" if path is not None else NO_PLOTS)

@@ -28,16 +28,16 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from biorank.config import DEFAULT_INDEX, MAX_RECORD_BYTES
 from biorank.indexer.blocks import Block, block_budget, make_blocks
-from biorank.indexer.readers import read_records
+from biorank.indexer.readers import Record, read_records
 from biorank.indexer.sentences import sentences_of
 from biorank.store.ids import block_id, id_problem, sentence_id, storage_id
-from biorank.store.indices import delete_indices, refresh_paused, sentences_index_name
+from biorank.store.indices import concrete_index, delete_indices, is_alias, refresh_paused, sentences_index_name
 from biorank.store.mappings.documents import IndexSettings, documents_index_body
 from biorank.store.mappings.sentences import (
     DEFAULT_SENTENCE_VECTORS,
@@ -78,6 +78,9 @@ class IndexOptions:
     sentence_vectors: str | None = None
     """How a new sentences index stores its vectors (:data:`~biorank.store.mappings.sentences.SENTENCE_VECTORS`);
     None: an existing index's own choice, else the default."""
+    follow_alias: bool = False
+    """Where ``index`` is an alias, write into the one index behind it (refused otherwise, and always with
+    ``recreate``): see :func:`~biorank.store.indices.concrete_index`."""
 
     def __post_init__(self) -> None:
         check_index_name(self.index)
@@ -101,6 +104,9 @@ class IndexReport:
     sentences: int = 0
     rejected: Counter = field(default_factory=Counter)
     failed: int = 0
+    incomplete: tuple[str, ...] = ()
+    """Where reading a file stopped before its end (a truncated download, XML past repair), one line each: what
+    followed was never read, so a sync must not record that file as applied."""
     seconds: float = 0.0
     rejects_file: Path | None = None
 
@@ -346,8 +352,7 @@ class Indexer:
         # Problems with a whole file (missing, unreadable, unknown format) stop the run before any index exists.
         o = self.options
         paths = [Path(p) for p in paths]
-        readers = [(p, read_records(p, o.format, id_field=o.id_field, title_field=o.title_field,
-                                    text_field=o.text_field)) for p in paths]
+        readers = open_readers(paths, o)
         if self._vectors is not None:
             self._vectors.check(paths, o)
         self.prepare_indices()
@@ -389,6 +394,10 @@ class Indexer:
     # Indices ---------------------------------------------------------------------------------------------
     def prepare_indices(self) -> None:
         """Create the indices, or check that existing ones were built by biorank with the same encoder."""
+        o = self.options
+        index = concrete_index(self.client, o.index, follow_alias=o.follow_alias, recreate=o.recreate)
+        if index != o.index:
+            self.options = replace(o, index=index, follow_alias=False)
         identity, settings = self.identity, self.options.settings
         model, dimension = identity.name, identity.dimension
         if self._vectors is None:
@@ -411,20 +420,24 @@ class Indexer:
                 settings, model=model, dimension=dimension, documents_index=self.options.index,
                 similarity=similarity, vectors=self.sentence_vectors,
             )
-        for name, body in bodies.items():
-            if self.client.indices.exists(index=name):
-                record = check_record(self.client, name, model=model)
-                if record.block_tokens not in (None, identity.block_tokens):
-                    raise IndexMismatch(f"{name!r} holds blocks of {record.block_tokens} word pieces, these are cut "
-                                        f"to {identity.block_tokens}; index into another --index or --recreate")
-                if name == self.sentences_index and (record.kind, record.documents_index) != (
-                        "sentences", self.options.index):
-                    # Its own record says whose sentences it holds; writing ours beside them would mix two indices.
-                    raise IndexMismatch(f"{name!r} holds the sentences of {record.documents_index!r} by its own "
-                                        f"record, not those of {self.options.index!r}; delete it or choose another "
-                                        "--index name")
-            else:
-                self.client.indices.create(index=name, body=body)
+        # Every existing index is checked before any is created: a refusal leaves nothing new behind.
+        missing = {name: body for name, body in bodies.items() if not self.client.indices.exists(index=name)}
+        for name in (name for name in bodies if name not in missing):
+            if name == self.sentences_index and is_alias(self.client, name):
+                raise IndexMismatch(f"{name!r} is an alias; the sentences of {self.options.index!r} are written "
+                                    "only into an index of that name; delete the alias or choose another --index")
+            record = check_record(self.client, name, model=model)
+            if record.block_tokens not in (None, identity.block_tokens):
+                raise IndexMismatch(f"{name!r} holds blocks of {record.block_tokens} word pieces, these are cut "
+                                    f"to {identity.block_tokens}; index into another --index or --recreate")
+            if name == self.sentences_index and (record.kind, record.documents_index) != (
+                    "sentences", self.options.index):
+                # Its own record says whose sentences it holds; writing ours beside them would mix two indices.
+                raise IndexMismatch(f"{name!r} holds the sentences of {record.documents_index!r} by its own "
+                                    f"record, not those of {self.options.index!r}; delete it or choose another "
+                                    "--index name")
+        for name, body in missing.items():
+            self.client.indices.create(index=name, body=body)
 
     def _sentence_vectors(self) -> str:
         """How the sentences are stored: as the existing sentences index stores them, else as asked, else the
@@ -569,6 +582,14 @@ class Indexer:
             progress(result.records)
 
 
+def open_readers(paths: Iterable[Path], options: IndexOptions) -> list[tuple[Path, Iterator[Record]]]:
+    """Each input file with its records as ``options`` say to read them: how ``index`` and ``encode`` open their
+    input, so both read alike. Problems with a whole file are raised here, before anything is written."""
+    o = options
+    return [(p, read_records(p, o.format, id_field=o.id_field, title_field=o.title_field, text_field=o.text_field,
+                             max_record_bytes=o.max_record_bytes)) for p in paths]
+
+
 def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | Deletion]]], options: IndexOptions,
                  report: IndexReport, rejects: RejectsFile) -> Iterator[_Batch]:
     """The input in batches of ``options.batch_size`` records, each within one file (the last of each file says
@@ -589,6 +610,8 @@ def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | De
             if isinstance(record, Abstract) and (problem := record_problem(record, options)):
                 record = Rejected(record.source, record.line, record.id, problem)
             if isinstance(record, Rejected):
+                if record.rest_skipped:
+                    report.incomplete += (f"{record.source}:{record.line}: {record.reason}",)
                 report.rejected[record.reason.split(":")[0]] += 1
                 rejects.write(record.source, record.line, record.id, record.reason)
                 continue
@@ -625,9 +648,10 @@ def _counts(report: IndexReport, since: IndexReport | None = None) -> IndexRepor
     copy = IndexReport(read=report.read, indexed=report.indexed, unchanged=report.unchanged,
                        replaced=report.replaced, blocks=report.blocks, sentences=report.sentences,
                        rejected=Counter(report.rejected), failed=report.failed, deleted=report.deleted,
-                       absent=report.absent)
+                       absent=report.absent, incomplete=report.incomplete)
     if since is None:
         return copy
+    copy.incomplete = copy.incomplete[len(since.incomplete):]
     for name in ("read", "indexed", "unchanged", "replaced", "blocks", "sentences", "failed", "deleted", "absent"):
         setattr(copy, name, getattr(copy, name) - getattr(since, name))
     copy.rejected = copy.rejected - since.rejected

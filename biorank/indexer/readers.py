@@ -8,7 +8,9 @@ do so when :func:`read_records` is called, before anything is indexed; the one e
 pubmed that turns out not to be XML, which is found on the first record.
 
 Files are read as a stream (plain or gzip, told apart by their first bytes, not their name), so memory stays
-bounded whatever the collection's size.
+bounded whatever the collection's size, and bounded whatever one record's size too: a few hundred KB of gzip can
+unpack to a line or an element of gigabytes, so a line past the limit, or XML that runs past it without a
+complete citation, is read past in bounded pieces and rejected, never held whole.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from biorank.config import MAX_RECORD_BYTES
 from biorank.errors import BiorankError
 from biorank.types import Abstract, Deletion, Rejected
 
@@ -68,6 +71,16 @@ _LAYOUTS: dict[str, _JsonLayout] = {
 # Decompression and I/O failures part-way through a file (truncated or corrupt gzip).
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 
+_LINE_ALLOWANCE = 8
+"""A line may be this many times ``max_record_bytes`` before it is refused unread. The record limit counts title
+and abstract as UTF-8, but JSON's ``\\uXXXX`` escapes take six bytes for one of text, and a line carries its id
+and other fields besides: a record the indexer would take must not be refused for its line."""
+_XML_ALLOWANCE = 16 << 20
+"""Bytes of XML a citation may take beyond its lines' allowance: its author lists, MeSH and references, which
+run to thousands of entries in consortium papers, do not count towards the record's size."""
+_PIECE = 1 << 20
+"""What is read at a time while reading past an over-long line or scanning for the next citation."""
+
 
 def read_records(
     path: str | Path,
@@ -76,6 +89,7 @@ def read_records(
     id_field: str | None = None,
     title_field: str | None = None,
     text_field: str | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Iterator[Record]:
     """Stream the records of ``path`` as Abstract, Rejected or (PubMed only) Deletion, in file order.
 
@@ -83,6 +97,9 @@ def read_records(
     ``id_field``/``title_field``/``text_field`` override where the format keeps those values, and with
     ``"auto"`` they make an otherwise unknown JSON Lines file readable as ``jsonl``. File-level problems raise
     :class:`ReaderError` here, at the call, rather than part-way through an indexing run.
+
+    ``max_record_bytes`` is the indexer's limit on a record's title and abstract; a line, or a citation's XML,
+    far past anything a record within it takes is rejected as ``record too large`` without being held in memory.
     """
     if format not in FORMATS:
         raise ReaderError(f"unknown format {format!r}: choose one of {', '.join(FORMATS)}")
@@ -91,15 +108,15 @@ def read_records(
     overrides = {"id": id_field, "title": title_field, "text": text_field}
     explicit = {key: value for key, value in overrides.items() if value is not None}
     if format == "auto":
-        format = _detect(file, source, fallback="jsonl" if explicit else None)
+        format = _detect(file, source, fallback="jsonl" if explicit else None, max_record_bytes=max_record_bytes)
     if format == "pubmed":
         _refuse_fields(format, explicit)
-        return _read_pubmed(file, source)
+        return _read_pubmed(file, source, max_record_bytes)
     if format == "nfcorpus":
         _refuse_fields(format, explicit)
-        return _read_lines(file, source, _nfcorpus_record)
+        return _read_lines(file, source, _nfcorpus_record, max_record_bytes)
     layout = replace(_LAYOUTS[format], **explicit)
-    return _read_lines(file, source, partial(_json_record, layout=layout))
+    return _read_lines(file, source, partial(_json_record, layout=layout), max_record_bytes)
 
 
 def detect_format(path: str | Path) -> str:
@@ -109,16 +126,16 @@ def detect_format(path: str | Path) -> str:
     apart by the fields of the first record. Raises :class:`ReaderError` saying which ``--format`` to pass when
     the file matches none of them.
     """
-    return _detect(_readable_file(path), str(path), fallback=None)
+    return _detect(_readable_file(path), str(path), fallback=None, max_record_bytes=MAX_RECORD_BYTES)
 
 
-def _detect(file: Path, source: str, fallback: str | None) -> str:
+def _detect(file: Path, source: str, fallback: str | None, *, max_record_bytes: int) -> str:
     name = file.name.lower().removesuffix(".gz")
     if name.endswith(".xml"):
         return "pubmed"
     if name.endswith(".docs"):
         return "nfcorpus"
-    first = _first_line(file, source)
+    first = _first_line(file, source, _LINE_ALLOWANCE * max_record_bytes)
     if first.startswith("<"):
         return "pubmed"
     try:
@@ -215,9 +232,9 @@ class _UpToTheBreak:
             got += len(chunk)
         return b"".join(chunks)
 
-    def __iter__(self) -> Iterator[bytes]:
+    def readline(self, size: int = -1) -> bytes:
         # Lines: a line cut by the break is incomplete anyway, and every complete line before it comes out.
-        return iter(self._stream)
+        return self._stream.readline(size)
 
     def close(self) -> None:
         self._stream.close()
@@ -229,10 +246,17 @@ class _UpToTheBreak:
         self.close()
 
 
-def _first_line(file: Path, source: str) -> str:
+def _first_line(file: Path, source: str, limit: int) -> str:
     try:
         with _open_binary(file) as stream:
-            for raw in stream:
+            for raw in _bounded_lines(stream, limit):
+                if len(raw) > limit:
+                    head = raw.removeprefix(_BOM).lstrip()
+                    if head.startswith(b"<"):
+                        # Markup on one long line is still markup: minified XML is one line.
+                        return head[:64].decode("utf-8", "replace")
+                    raise ReaderError(f"cannot tell the format of {source}: its first record is a line of over "
+                                      f"{limit:,} bytes; pass --format")
                 text = _decode(raw, first=True).strip()
                 if text:
                     return text
@@ -246,11 +270,18 @@ def _first_line(file: Path, source: str) -> str:
 # --- line formats --------------------------------------------------------------------------------------------
 
 
-def _read_lines(file: Path, source: str, parse: Callable[[str, str, int], Abstract]) -> Iterator[Record]:
+def _read_lines(file: Path, source: str, parse: Callable[[str, str, int], Abstract],
+                max_record_bytes: int) -> Iterator[Record]:
+    limit = _LINE_ALLOWANCE * max_record_bytes
     number = 0
     with _open_binary(file) as stream:
         try:
-            for number, raw in enumerate(stream, start=1):
+            for number, raw in enumerate(_bounded_lines(stream, limit), start=1):
+                if len(raw) > limit:
+                    yield Rejected(source, number, None, f"record too large: a line of over {limit:,} bytes, more "
+                                                         f"than any record of --max-record-bytes {max_record_bytes:,} "
+                                                         "takes; read past unparsed")
+                    continue
                 try:
                     text = _decode(raw, first=number == 1)
                     if text.strip():
@@ -258,7 +289,21 @@ def _read_lines(file: Path, source: str, parse: Callable[[str, str, int], Abstra
                 except _BadRecord as bad:
                     yield Rejected(source, number, bad.id, bad.reason)
         except _READ_ERRORS as exc:
-            yield Rejected(source, number + 1, None, f"file unreadable from here on, the rest was skipped: {exc}")
+            yield Rejected(source, number + 1, None, f"file unreadable from here on, the rest was skipped: {exc}",
+                           rest_skipped=True)
+
+
+def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The lines of ``stream``, each with its line end; one of over ``limit`` bytes comes as its first
+    ``limit + 1`` bytes, and the rest of it is read past in pieces, never held whole."""
+    while raw := stream.readline(limit + 1):
+        yield raw
+        if len(raw) > limit:
+            while raw and not raw.endswith(b"\n"):
+                raw = stream.readline(_PIECE)
+
+
+_BOM = "\ufeff".encode()  # the byte order mark some editors put first, before the first record
 
 
 def _decode(raw: bytes, *, first: bool) -> str:
@@ -361,27 +406,41 @@ _EDGE_BREAK = re.compile(r"^(?:\r?\n[ \t]*)+|(?:\r?\n[ \t]*)+$")
 _INNER_BREAK = re.compile(r"[ \t]*\r?\n\s*")
 
 
-def _read_pubmed(file: Path, source: str) -> Iterator[Record]:
-    """Citations in file order; after malformed XML, reading goes on at the next citation, not at the end.
+def _read_pubmed(file: Path, source: str, max_record_bytes: int) -> Iterator[Record]:
+    """Citations in file order; after malformed or oversized XML, reading goes on at the next citation.
 
-    One bad byte, a nesting past libxml2's limit or a text node over 10 MB stops a parser for good, and a
-    30,000-citation baseline file would lose every citation after it. So the reader opens the file again,
-    finds the next citation's start tag after the error, and parses on from there inside the same root.
+    One bad byte, a nesting past libxml2's limit, a text node over 10 MB or an entity that expands too far stops
+    a parser for good, and a 30,000-citation baseline file would lose every citation after it. So the reader
+    opens the file again, finds the next citation's start tag past both the error and every citation the parser
+    had begun, and parses on from there inside the same root. XML that runs on past the citation allowance
+    without completing a citation (text nodes each under libxml2's limit, or junk between citations) is cut off
+    the same way, before the parser's tree can hold it.
     """
     # Imported here so the JSON Lines readers work without lxml installed.
     from lxml import etree
 
     root = _sniff_root(file)
+    tags = _citation_tags(root)
+    budget = _LINE_ALLOWANCE * max_record_bytes + _XML_ALLOWANCE
     line = 0  # of the last record read, for a read error that does not say where it happened
     resume: _Resume | None = None
     with ExitStack() as streams:
         stream: IO[bytes] = streams.enter_context(_open_binary(file))
         while True:
             offset = resume.line - 2 if resume else 0
-            events = etree.iterparse(resume.stream(stream) if resume else stream, events=("end",),
-                                     tag=_PUBMED_TAGS, resolve_entities=False, no_network=True)
+            metered = _Metered(resume.stream(stream) if resume else stream, budget)
+            events = etree.iterparse(metered, events=("start", "end"), tag=_PUBMED_TAGS, resolve_entities=False,
+                                     no_network=True)
+            begun = ended = 0  # citations whose start (end) tag the parser has read in this pass
             try:
-                for _, element in events:
+                for event, element in events:
+                    citation = element.tag in tags
+                    if event == "start":
+                        begun += citation
+                        continue
+                    if citation:
+                        ended += 1
+                        metered.restart()
                     if element.tag == "MedlineCitation" and _parent_tag(element) == "PubmedArticle":
                         continue  # read with its PubmedArticle, which ends next
                     line = offset + (element.sourceline or 1)
@@ -391,45 +450,110 @@ def _read_pubmed(file: Path, source: str) -> Iterator[Record]:
             except etree.XMLSyntaxError as exc:
                 if root is None:
                     raise ReaderError(f"{source} is not PubMed XML: {exc.msg}") from None
-                error_line = offset + exc.lineno
+                problem, detail, where = "malformed XML", exc.msg, None
                 # The resumed citation's line starts at the citation (line 2 of what the parser reads), so the
                 # parser's columns on it are short of the file's by the bytes left out before the citation.
-                error_column = (exc.offset or 0) + (resume.column if resume and exc.lineno == 2 else 0)
-                # The parser has read past the error; the file is read again up to it (a damaged file costs one
-                # pass per damaged spot), and the last pass's stream is closed.
-                stream.close()
-                stream = streams.enter_context(_open_binary(file))
-                after = _next_citation(stream, root, error_line, error_column)
-                if after is None or (resume and (after.line, after.column) <= (resume.line, resume.column)):
-                    yield Rejected(source, error_line, None,
-                                   f"malformed XML, the rest of the file was skipped: {exc.msg}")
-                    return
-                yield Rejected(source, error_line, None, f"malformed XML, the citation there was skipped and "
-                                                         f"reading went on at line {after.line}: {exc.msg}")
-                resume = after
+                error: _Position | None = _Position(
+                    offset + exc.lineno, (exc.offset or 0) + (resume.column if resume and exc.lineno == 2 else 0))
+            except _TooLarge:
+                if root is None:
+                    raise ReaderError(f"{source} is not PubMed XML: over {budget:,} bytes without a PubMed root or "
+                                      "citation") from None
+                problem, error, where = "record too large", None, offset + metered.lines
+                detail = (f"over {budget:,} bytes of XML without a complete citation, more than one with a record "
+                          f"of --max-record-bytes {max_record_bytes:,} takes")
             except _READ_ERRORS as exc:
                 # The parser does not say how far it got; the last record read is the best place to point at.
-                yield Rejected(source, line, None, f"file unreadable after this record, the rest was skipped: {exc}")
+                yield Rejected(source, line, None, f"file unreadable after this record, the rest was skipped: {exc}",
+                               rest_skipped=True)
                 return
+            # The parser has read past the error; the file is read again up to it (a damaged file costs one pass
+            # per damaged spot), and the last pass's stream is closed.
+            stream.close()
+            stream = streams.enter_context(_open_binary(file))
+            starts = _citation_starts(stream, root)
+            # Never back to a citation already begun: a resumed pass begins with the citation it resumed at.
+            passed = _nth_start(starts, resume, max(begun, 1) if resume else begun)
+            # libxml2 places an error inside an entity's replacement text in that text ("line 1, column 7"): a
+            # position before the last citation begun is no place in the file, and never a place to resume.
+            if error is not None and passed is not None and error < passed.position:
+                error = None
+            if where is None:
+                where = error.line if error else passed.line if passed else 1
+            after = next((found for found in starts if error is None or found.position > error), None)
+            if after is None:
+                yield Rejected(source, where, None, f"{problem}, the rest of the file was skipped: {detail}",
+                               rest_skipped=True)
+                return
+            skipped = "the citation there" if begun > ended else "the XML there (outside any citation)"
+            yield Rejected(source, where, None, f"{problem}, {skipped} was skipped and reading went on at line "
+                                                f"{after.line}: {detail}")
+            resume = after
     if not line and root is None:
         raise ReaderError(f"{source} has no PubMed records: its root is not PubmedArticleSet or MedlineCitationSet")
 
 
-@dataclass(frozen=True)
-class _Resume:
-    """Where parsing starts again: a citation's start tag at ``line``/``column`` (0-based byte) of the file."""
+class _TooLarge(Exception):
+    """The parser asked for more XML than a citation may take."""
 
-    root: str
+
+class _Metered:
+    """The parser's input, refused past ``budget`` bytes since the last citation ended.
+
+    libxml2 bounds each text node (10 MB) but not a citation made of many of them, nor what lies between two
+    citations: either would be held whole in the parser's tree. ``lines`` counts the lines handed over, so a
+    refusal can say where it happened.
+    """
+
+    def __init__(self, stream: IO[bytes] | _Joined, budget: int) -> None:
+        self._stream = stream
+        self._budget = budget
+        self._since = 0
+        self.lines = 1
+
+    def read(self, size: int = -1) -> bytes:
+        if self._since > self._budget:
+            raise _TooLarge
+        chunk = self._stream.read(size)
+        self._since += len(chunk)
+        self.lines += chunk.count(b"\n")
+        return chunk
+
+    def restart(self) -> None:
+        """A citation ended: the next one has the whole budget."""
+        self._since = 0
+
+
+@dataclass(frozen=True, order=True)
+class _Position:
+    """A place in the file: 1-based line, 0-based byte column (libxml2's columns are 0-based too)."""
+
     line: int
     column: int
-    rest_of_line: bytes
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """A citation's start tag, ``offset`` bytes into the file at ``line``/``column``: where parsing can start
+    again, from byte ``at`` of ``piece``, the last bytes the scan read."""
+
+    root: str
+    offset: int
+    line: int
+    column: int
+    piece: bytes
+    at: int
+
+    @property
+    def position(self) -> _Position:
+        return _Position(self.line, self.column)
 
     def stream(self, rest: IO[bytes]) -> _Joined:
         # The root's start tag on a line of its own, then the citation's line from the citation on, so the
         # parser's lines are the file's (less one line) and no half element is read. What came before the
         # citation is left out, not blanked: on a one-line file it can be a text node over libxml2's 10 MB
         # limit, and blanks in its place hit the same limit again.
-        return _Joined(f"<{self.root}>\n".encode() + self.rest_of_line, rest)
+        return _Joined(f"<{self.root}>\n".encode() + self.piece[self.at:], rest)
 
 
 class _Joined:
@@ -458,18 +582,71 @@ def _sniff_root(file: Path) -> str | None:
     return match.group(1).decode() if match else None
 
 
-def _next_citation(stream: IO[bytes], root: str, line: int, column: int) -> _Resume | None:
-    """The first citation start tag after byte ``column`` of ``line`` in ``stream`` (read from its start)."""
+def _citation_tags(root: str | None) -> tuple[str, ...]:
+    """The elements that are records under ``root``: those the parser counts and the scan looks for alike."""
     # Under PubmedArticleSet a bare MedlineCitation start is the inside of a PubmedArticle, not a record.
-    names = b"PubmedArticle|DeleteCitation|PubmedBookArticle" if root == "PubmedArticleSet" else \
-        b"MedlineCitation|DeleteCitation"
-    start = re.compile(rb"<(?:" + names + rb")[\s>]")
-    for number, raw in enumerate(stream, start=1):
-        if number < line:
-            continue
-        match = start.search(raw, column + 1 if number == line else 0)
-        if match:
-            return _Resume(root, number, match.start(), raw[match.start():])
+    if root == "PubmedArticleSet":
+        return "PubmedArticle", "DeleteCitation", "PubmedBookArticle"
+    return "MedlineCitation", "DeleteCitation"
+
+
+def _citation_starts(stream: IO[bytes], root: str) -> Iterator[_Resume]:
+    """Every citation start tag in ``stream`` (read from its start), in file order.
+
+    The file is scanned in pieces, lines counted as they pass, so a line of hundreds of MB is never held whole.
+    While a start is being handled, ``stream`` stands right after the piece it was found in, so parsing can go
+    on from there.
+    """
+    tags = _citation_tags(root)
+    pattern = re.compile(rb"<(?:" + "|".join(tags).encode() + rb")[\s>]")
+    # A tag cut between two pieces is found whole in the next, which starts with the last bytes of this one.
+    keep = max(map(len, tags)) + 1
+    buffer, start = b"", 0  # the bytes in hand, and their offset in the file
+    lines = _Lines()
+    last = -1  # offset of the last tag yielded, which the kept bytes can show again
+    try:
+        while piece := stream.read(_PIECE):
+            drop = max(0, len(buffer) - keep)
+            lines.count(buffer, start, start + drop)
+            buffer, start = buffer[drop:] + piece, start + drop
+            for match in pattern.finditer(buffer):
+                at = start + match.start()
+                if at > last:
+                    lines.count(buffer, start, at)
+                    yield _Resume(root, at, lines.line, at - lines.line_start, buffer, match.start())
+                    last = at
+    except _READ_ERRORS:
+        return  # a truncated file: the starts before the break are all there are
+
+
+class _Lines:
+    """Lines counted along a file as it passes, each byte once: ``line`` is the line at offset ``counted``, and
+    starts at offset ``line_start``."""
+
+    def __init__(self) -> None:
+        self.counted, self.line, self.line_start = 0, 1, 0
+
+    def count(self, buffer: bytes, start: int, end: int) -> None:
+        """Count on to offset ``end``, through ``buffer``, which holds the file from offset ``start``."""
+        if end <= self.counted:
+            return
+        begin = self.counted - start
+        if newlines := buffer.count(b"\n", begin, end - start):
+            self.line += newlines
+            self.line_start = start + buffer.rindex(b"\n", begin, end - start) + 1
+        self.counted = end
+
+
+def _nth_start(starts: Iterator[_Resume], since: _Resume | None, count: int) -> _Resume | None:
+    """The ``count``-th of ``starts`` from ``since`` on (``since`` itself the first), taken from ``starts``; None
+    for a count of 0, or past the last."""
+    if not count:
+        return None
+    for found in starts:
+        if since is None or found.offset >= since.offset:
+            count -= 1
+            if not count:
+                return found
     return None
 
 

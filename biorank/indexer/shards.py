@@ -14,22 +14,34 @@ whole), so ``encode`` killed at any point resumes at the first unrecorded shard 
 twice. ``index --vectors`` reads the same input files again (their records, rejects and PubMed withdrawals are
 the indexer's as ever) and takes each document's blocks and sentences from the shards in input order, checking
 its content hash; files, settings or an encoder other than the manifest's are refused in one line.
+
+Nothing in the folder is taken on trust before the run changes anything (:meth:`ShardReader.check`, which the
+indexer calls before it creates or deletes an index): the manifest is checked against the schema ``encode``
+writes (every shard a plain file name inside the folder), every shard file against the size and SHA-256 its
+manifest entry recorded, against this layout's columns at the manifest's dimension, its row counts and finite
+vectors, and every document's block numbers, block texts and sentences against what the indexer itself derives
+from the input files. Only what the indexer cannot derive without the encoder — the vectors and word pieces —
+comes from the shards, guarded by their SHA-256 against damage on the way. Every refusal is one line
+(:class:`ShardMismatch`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
+import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from biorank.config import biorank_version
 from biorank.downloads import sha256_of
 from biorank.errors import BiorankError
-from biorank.indexer.blocks import Block
+from biorank.indexer.blocks import Block, block_budget
 from biorank.indexer.indexer import (
     EncodedDocument,
     IndexOptions,
@@ -38,13 +50,15 @@ from biorank.indexer.indexer import (
     RejectsFile,
     content_hash,
     encode_records,
+    open_readers,
     read_batches,
 )
-from biorank.indexer.readers import read_records
+from biorank.indexer.sentences import ABSTRACT, sentences_of
 from biorank.types import Abstract, Advance, Sentence
 
 if TYPE_CHECKING:
     import numpy as np
+    from opensearchpy import OpenSearch
 
     from biorank.models.encoder import Encoder
 
@@ -53,6 +67,8 @@ LAYOUT = 1
 """The version of this folder layout: a reader refuses another."""
 DEFAULT_SHARD_DOCUMENTS = 4096
 """Documents per shard (rounded up to whole batches): ~60 MB with sentences at 384 dimensions."""
+KINDS = ("blocks", "sentences")
+"""The files of a shard: ``NAME.blocks.parquet`` and ``NAME.sentences.parquet``."""
 
 
 class ShardMismatch(BiorankError):
@@ -84,18 +100,141 @@ def _write_json(path: Path, value: dict) -> None:
     os.replace(partial, path)
 
 
+class _Field(NamedTuple):
+    """One value of the manifest: what it must be, in words for the refusal, and the test."""
+
+    kind: str
+    accepts: Callable[[Any], bool]
+
+
+class _Optional(NamedTuple):
+    """A field that may be absent (present, it must conform)."""
+
+    spec: Any
+
+
+def _whole(least: int) -> _Field:
+    # bool is an int to Python, never to JSON's writer here: true is not a count.
+    return _Field(f"a whole number >= {least}", lambda v: type(v) is int and v >= least)
+
+
+_TEXT = _Field("a string", lambda v: isinstance(v, str))
+_TEXT_OR_NULL = _Field("a string or null", lambda v: v is None or isinstance(v, str))
+_SHA256 = _Field("a SHA-256 in hex", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None)
+_FILE = {"bytes": _whole(0), "sha256": _SHA256}
+_COUNTS = {"documents": _whole(0), "blocks": _whole(0), "sentences": _whole(0)}
+_SCHEMA = {
+    "layout": _Field(str(LAYOUT), lambda v: type(v) is int and v == LAYOUT),
+    "biorank": _TEXT,
+    # The fields of ModelIdentity, which the reader builds from them.
+    "model": {
+        "name": _TEXT, "source": _TEXT, "dimension": _whole(1), "max_seq_length": _whole(3),
+        "prompts": _Field("an object of strings", lambda v: isinstance(v, dict) and all(
+            isinstance(x, str) for x in v.values())),
+        "default_lambda": _Field("a number or null", lambda v: v is None or (
+            type(v) in (int, float) and math.isfinite(v))),
+    },
+    "block_tokens": _whole(1),
+    # The keys of reader_settings(), compared one by one with the run's.
+    "reader": {
+        "format": _TEXT, "id_field": _TEXT_OR_NULL, "title_field": _TEXT_OR_NULL, "text_field": _TEXT_OR_NULL,
+        "max_record_bytes": _whole(1), "sentences": _Field("true or false", lambda v: isinstance(v, bool)),
+        "batch_size": _whole(1),
+    },
+    "inputs": [{"name": _TEXT, "bytes": _whole(0), "sha256": _SHA256}],
+    "shard_batches": _whole(1),
+    # "files" (each file's size and SHA-256) is absent from the shards of a biorank that did not record them.
+    "shards": [{"name": _TEXT, "batches": _whole(1), **_COUNTS, "files": _Optional(dict.fromkeys(KINDS, _FILE))}],
+    "complete": _Field("true or false", lambda v: isinstance(v, bool)),
+    "counts": _Optional(_COUNTS),  # required once complete
+}
+"""What ``encode`` writes into ``manifest.json``: each field's type and range, no field besides."""
+
+
+def _shown(value: Any) -> str:
+    """A value of the manifest as a refusal quotes it: JSON (control characters escaped), cut short."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else f"{text[:40]}…"
+
+
+def _problem(value: Any, spec: Any, where: str) -> str | None:
+    """The first thing in ``value`` that does not conform to ``spec`` (:data:`_SCHEMA` or a part of it), in
+    words, ``where`` being its place in the manifest; None when it conforms."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {_shown(value)}, not an object"
+        unknown = sorted(set(value) - set(spec))
+        if unknown:
+            return f"{where or 'the manifest'} has a field {_shown(unknown[0])} that `biorank encode` does not write"
+        for key, part in spec.items():
+            at = f"{where}.{key}" if where else key
+            if key not in value:
+                if isinstance(part, _Optional):
+                    continue
+                return f"{at} is missing"
+            if problem := _problem(value[key], part.spec if isinstance(part, _Optional) else part, at):
+                return problem
+        return None
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{where} is {_shown(value)}, not a list"
+        return next((p for n, item in enumerate(value) if (p := _problem(item, spec[0], f"{where}[{n}]"))), None)
+    return None if spec.accepts(value) else f"{where} is {_shown(value)}, not {spec.kind}"
+
+
+def _plain_name_problem(folder: Path, name: str) -> str | None:
+    """Why the shard ``name`` could name a file outside ``folder`` (a path, ``..``, NUL, a link leading out), or
+    None: its files are ``folder/NAME.KIND.parquet`` and nothing else."""
+    if not name or "\0" in name or "/" in name or "\\" in name or ".." in name or Path(name).anchor:
+        return "is not a plain file name"
+    root = folder.resolve()
+    for kind in KINDS:
+        try:
+            outside = (folder / f"{name}.{kind}.parquet").resolve().parent != root
+        except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13)
+            outside = True
+        if outside:
+            return f"leads outside the folder ({name}.{kind}.parquet is a link)"
+    return None
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
-    """The manifest of a folder of vectors, refused in one line when it is missing, unreadable or of another
-    layout."""
+    """The manifest of a folder of vectors, refused in one line (:class:`ShardMismatch`) when it is missing,
+    unreadable, of another layout, or not as ``encode`` writes it: a field missing, unknown or of another type, a
+    shard name that is not a plain file name inside ``folder``, counts that are not the sum of the shards'."""
+    path = folder / MANIFEST
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ShardMismatch(f"{folder} holds no {MANIFEST}: it is not a folder written by `biorank encode`") from None
-    except (OSError, ValueError) as e:
-        raise ShardMismatch(f"{folder / MANIFEST} cannot be read ({e}); encode again into a new folder") from None
-    if not isinstance(manifest, dict) or manifest.get("layout") != LAYOUT:
-        raise ShardMismatch(f"{folder / MANIFEST} is not of layout {LAYOUT}, which this biorank reads; encode again "
+    except (OSError, ValueError, RecursionError) as e:
+        raise ShardMismatch(f"{path} cannot be read ({e}); encode again into a new folder") from None
+    if not isinstance(manifest, dict) or _problem(manifest.get("layout"), _SCHEMA["layout"], "layout"):
+        raise ShardMismatch(f"{path} is not of layout {LAYOUT}, which this biorank reads; encode again "
                             "with this version")
+
+    def refuse(problem: str) -> ShardMismatch:
+        return ShardMismatch(f"{path} is not as `biorank encode` writes it: {problem}; encode again into a new "
+                             "folder")
+
+    if problem := _problem(manifest, _SCHEMA, ""):
+        raise refuse(problem)
+    if manifest["block_tokens"] != block_budget(manifest["model"]["max_seq_length"]):
+        raise refuse(f"block_tokens is {manifest['block_tokens']}, the window of {manifest['model']['max_seq_length']} "
+                     f"word pieces gives {block_budget(manifest['model']['max_seq_length'])}")
+    names = set()
+    for n, shard in enumerate(manifest["shards"]):
+        if problem := _plain_name_problem(folder, shard["name"]):
+            raise refuse(f"shards[{n}].name {_shown(shard['name'])} {problem}")
+        if shard["name"] in names:
+            raise refuse(f"shards[{n}].name {_shown(shard['name'])} is given twice")
+        names.add(shard["name"])
+    if manifest["complete"]:
+        if "counts" not in manifest:
+            raise refuse("counts is missing")
+        for key, value in manifest["counts"].items():
+            if value != sum(s[key] for s in manifest["shards"]):
+                raise refuse(f"counts.{key} is {value}, its shards hold {sum(s[key] for s in manifest['shards'])}")
     return manifest
 
 
@@ -124,8 +263,7 @@ def encode_corpus(paths: Iterable[str | Path], out: str | Path, encoder: Encoder
     options = options or IndexOptions()
     paths, out = [Path(p) for p in paths], Path(out)
     # A missing or unreadable file, or an unknown format, stops the run before anything is written.
-    readers = [(p, read_records(p, options.format, id_field=options.id_field, title_field=options.title_field,
-                                text_field=options.text_field)) for p in paths]
+    readers = open_readers(paths, options)
     identity = ModelIdentity.of(encoder)
     manifest = {
         "layout": LAYOUT, "biorank": biorank_version(), "model": asdict(identity),
@@ -202,14 +340,17 @@ def _finish_shard(out: Path, manifest: dict, batches: list[tuple[list[Abstract],
         return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), identity.dimension)
 
     name = f"shard-{len(manifest['shards']):05d}"
+    files = {}
     for kind, columns, parts in (("blocks", blocks, block_vectors), ("sentences", sentences, sentence_vectors)):
         table = pa.table({**columns, "embedding": vectors(parts)}, schema=_schema(kind, identity.dimension))
         path = out / f"{name}.{kind}.parquet"
         partial = path.with_name(path.name + ".tmp")
         pq.write_table(table, partial)
+        # What a load checks first: a shard cut short or changed on its way to the cluster is refused by these.
+        files[kind] = {"bytes": partial.stat().st_size, "sha256": sha256_of(partial)}
         os.replace(partial, path)
     counts = {"documents": len(documents), "blocks": len(blocks["doc"]), "sentences": len(sentences["doc"])}
-    manifest["shards"].append({"name": name, "batches": len(batches), **counts})
+    manifest["shards"].append({"name": name, "batches": len(batches), **counts, "files": files})
     _write_json(out / MANIFEST, manifest)
     report.shards += 1
     report.indexed += counts["documents"]
@@ -235,7 +376,7 @@ class ShardReader:
     :class:`~biorank.indexer.indexer.Indexer`'s ``vectors`` in place of an encoder.
 
     Args:
-        folder: the folder of shards.
+        folder: the folder of shards; its manifest is read and checked at once (:func:`read_manifest`).
 
     Example:
         >>> vectors = ShardReader(Path("vectors"))  # doctest: +SKIP
@@ -245,10 +386,10 @@ class ShardReader:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
-        if not self.manifest.get("complete"):
+        if not self.manifest["complete"]:
             raise ShardMismatch(f"{self.folder} is not finished ({len(self.manifest['shards'])} shards so far): run "
                                 "the same `biorank encode` again to finish it")
-        self._cursor: Iterator[tuple[str, str, EncodedDocument]] = iter(())
+        self._cursor: Iterator[tuple[str, str, str, EncodedDocument]] = iter(())
 
     @property
     def identity(self) -> ModelIdentity:
@@ -259,9 +400,20 @@ class ShardReader:
         """Documents, blocks and sentences in the shards."""
         return self.manifest["counts"]
 
+    @property
+    def unhashed(self) -> int:
+        """Shards whose manifest entry records no size and SHA-256 (written by a biorank that did not record
+        them). They are accepted with every other check rather than refused: their structure, counts, dimension,
+        finite values and texts are still checked (a truncated file fails to parse), so only damage to a vector
+        that leaves all of that intact goes unseen, while refusing would ask for the encoding this folder exists
+        to save."""
+        return sum("files" not in shard for shard in self.manifest["shards"])
+
     def check(self, paths: list[Path], options: IndexOptions) -> None:
         """Refuse (:class:`ShardMismatch`, one line) other input files than the vectors were made from — by
-        SHA-256, in order — or other reader settings; and start reading from the first shard."""
+        SHA-256, in order — or other reader settings; then read every shard through against the input (see
+        :meth:`_check_input`), so a damaged or edited folder is refused before the run creates, deletes or writes
+        anything; and start reading from the first shard."""
         made = self.manifest["inputs"]
         if len(paths) != len(made):
             raise ShardMismatch(f"the vectors in {self.folder} were made from {len(made)} files "
@@ -276,35 +428,80 @@ class ShardReader:
                 raise ShardMismatch(f"the vectors in {self.folder} were made with {key.replace('_', ' ')} "
                                     f"{self.manifest['reader'][key]!r}, this run reads with {value!r}; use the same "
                                     "settings, or encode again")
+        self._check_input(paths, options)
         self._cursor = self._documents()
+
+    def check_index(self, client: OpenSearch, index: str) -> None:
+        """Refuse (one line) an existing ``index`` whose vectors have another dimension than the shards': the
+        cluster would refuse every document. Where the index does not exist, or is recreated, nothing is read."""
+        from biorank.store.record import read_record
+
+        if client.indices.exists(index=index):
+            stored = read_record(client, index).dimension
+            if stored not in (None, self.identity.dimension):
+                raise ShardMismatch(f"index {index!r} holds {stored}-dimensional vectors, those in {self.folder} "
+                                    f"have {self.identity.dimension}; index them into another --index, or --recreate")
 
     def documents(self, records: list[Abstract], hashes: dict[str, str]) -> list[EncodedDocument]:
         """Each of ``records`` (in input order) as the shards hold it; the documents between them (in the index
         already) are passed over."""
         found = []
         for record in records:
-            entry = next((e for e in self._cursor if e[0] == record.id), None)
+            entry = next((e for e in self._cursor if e[1] == record.id), None)
             if entry is None:
                 raise ShardMismatch(f"the vectors in {self.folder} hold no document {record.id!r} at this point of "
                                     "the input; encode it again")
-            _, digest, doc = entry
-            if digest != hashes[record.id]:
-                raise ShardMismatch(f"document {record.id!r} in {self.folder} was encoded from other content or "
-                                    "settings; encode it again")
-            found.append(doc)
+            self._check_document(record, hashes[record.id], *entry)
+            found.append(entry[3])
         return found
 
-    def _documents(self) -> Iterator[tuple[str, str, EncodedDocument]]:
-        import pyarrow.parquet as pq
+    def _check_input(self, paths: list[Path], options: IndexOptions) -> None:
+        """Read the input as the run will (the same readers, settings and batches) beside every shard, and refuse
+        the first document that is not the input's next, whose content hash, block numbers, block texts or
+        sentences are not those the indexer derives from the input, or a shard left over at the end.
 
+        The input is streamed (one batch at a time) and the shards read one at a time, so this costs a second
+        reading of both and no more memory than the run."""
+        readers = open_readers(paths, options)
+        model = self.identity.name
+        documents = self._documents()
+        for batch in read_batches(readers, options, IndexReport(), _Unrecorded()):
+            for record in batch.records:
+                entry = next(documents, None)
+                if entry is None or entry[1] != record.id:
+                    raise ShardMismatch(f"the vectors in {self.folder} hold no document {record.id!r} at this point "
+                                        "of the input; encode it again")
+                self._check_document(record, content_hash(record, model=model, with_sentences=options.sentences),
+                                     *entry)
+        extra = next(documents, None)
+        if extra is not None:
+            raise ShardMismatch(f"the vectors in {self.folder} hold documents the input does not give (from "
+                                f"{extra[1]!r} in {extra[0]} on); encode again")
+
+    def _check_document(self, record: Abstract, expected: str, shard: str, doc_id: str, digest: str,
+                        doc: EncodedDocument) -> None:
+        """Refuse ``doc`` unless it was encoded from ``record`` (its content hash ``expected``) and its blocks and
+        sentences are those the indexer derives from it: texts, numbers and offsets, so an edited shard can put no
+        text in the index that its input does not hold."""
+        if digest != expected:
+            raise ShardMismatch(f"document {doc_id!r} in {self.folder} was encoded from other content or "
+                                "settings; encode it again")
+        sentences = sentences_of(record)
+        abstract = [s.text for s in sentences if s.section == ABSTRACT]
+        if not _cut_from([b.text for b in doc.blocks], record.title.strip(), abstract):
+            raise ShardMismatch(f"the blocks of document {doc_id!r} in {shard} of {self.folder} are not its title and "
+                                "abstract as the input gives them (edited?); encode again")
+        if doc.sentences != (sentences if self.manifest["reader"]["sentences"] else []):
+            raise ShardMismatch(f"the sentences of document {doc_id!r} in {shard} of {self.folder} are not those of "
+                                "its input (their text, numbers or offsets differ: edited?); encode again")
+
+    def _documents(self) -> Iterator[tuple[str, str, str, EncodedDocument]]:
+        """Every document of the shards in order: (shard, id, content hash, document), each shard refused first
+        unless it is whole and well-formed (:meth:`_read_shard`) and its documents' blocks numbered 0, 1, …"""
         dimension = self.identity.dimension
         for shard in self.manifest["shards"]:
-            blocks = pq.read_table(self.folder / f"{shard['name']}.blocks.parquet")
-            sentences = pq.read_table(self.folder / f"{shard['name']}.sentences.parquet")
-            if (blocks.num_rows, sentences.num_rows) != (shard["blocks"], shard["sentences"]):
-                raise ShardMismatch(f"{shard['name']} in {self.folder} holds {blocks.num_rows} blocks and "
-                                    f"{sentences.num_rows} sentences, its manifest says {shard['blocks']} and "
-                                    f"{shard['sentences']}; encode again")
+            name = shard["name"]
+            blocks, sentences = self._read_shard(shard)
             block_vectors, sentence_vectors = (_matrix(t, dimension) for t in (blocks, sentences))
             b_rows, s_rows = (t.drop(["embedding"]).to_pydict() for t in (blocks, sentences))
             b = s = 0
@@ -314,8 +511,18 @@ class ShardReader:
                     b += 1
                 while s < len(s_rows["doc"]) and s_rows["doc"][s] == ordinal:
                     s += 1
+                if b == b_start:
+                    raise ShardMismatch(f"{name} in {self.folder} holds no block of its document {ordinal} (its "
+                                        f"manifest says {shard['documents']} documents, or its rows are out of "
+                                        "order); encode again")
+                doc_id, digest = b_rows["doc_id"][b_start], b_rows["content_hash"][b_start]
+                if b_rows["number"][b_start:b] != list(range(b - b_start)) or \
+                        any(b_rows["doc_id"][i] != doc_id or b_rows["content_hash"][i] != digest
+                            for i in range(b_start, b)):
+                    raise ShardMismatch(f"the blocks of document {doc_id!r} in {name} of {self.folder} are not "
+                                        f"numbered 0 to {b - b_start - 1} in order under one id; encode again")
                 doc = EncodedDocument(
-                    b_rows["doc_id"][b_start],
+                    doc_id,
                     [Block(b_rows["number"][i], b_rows["text"][i], tuple(b_rows["wordpieces"][i]))
                      for i in range(b_start, b)],
                     block_vectors[b_start:b],
@@ -323,7 +530,92 @@ class ShardReader:
                               s_rows["end"][i], s_rows["text"][i]) for i in range(s_start, s)],
                     sentence_vectors[s_start:s],
                 )
-                yield doc.id, b_rows["content_hash"][b_start], doc
+                yield name, doc_id, digest, doc
+            if b < len(b_rows["doc"]) or s < len(s_rows["doc"]):
+                raise ShardMismatch(f"{name} in {self.folder} holds rows past its {shard['documents']} documents, or "
+                                    "out of order; encode again")
+
+    def _read_shard(self, shard: dict[str, Any]) -> tuple[Any, Any]:
+        """The blocks and sentences tables of ``shard``, each refused in one line unless its file is the one the
+        manifest recorded (size and SHA-256, where recorded), a Parquet file of this layout's columns at the
+        manifest's dimension, with the rows the manifest counts, no empty values, and finite vectors."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        dimension = self.identity.dimension
+        tables = []
+        for kind in KINDS:
+            path = self.folder / f"{shard['name']}.{kind}.parquet"
+            where = f"{path.name} in {self.folder}"
+            try:
+                # Read once: the bytes hashed are the bytes parsed.
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise ShardMismatch(f"{where} is missing; copy the whole folder again, or encode again") from None
+            except OSError as e:
+                raise ShardMismatch(f"{where} cannot be read ({e.strerror or e}); copy the whole folder again, or "
+                                    "encode again") from None
+            recorded = shard.get("files", {}).get(kind)
+            if recorded is not None and len(data) != recorded["bytes"]:
+                raise ShardMismatch(f"{where} is {len(data)} bytes, its manifest says {recorded['bytes']}: it was cut "
+                                    "short or changed; copy it again, or encode again")
+            if recorded is not None and hashlib.sha256(data).hexdigest() != recorded["sha256"]:
+                raise ShardMismatch(f"{where} is not the file `biorank encode` wrote (its SHA-256 differs from its "
+                                    "manifest's): it was damaged or changed; copy it again, or encode again")
+            try:
+                table = pq.read_table(pa.BufferReader(data))
+            except (pa.ArrowException, OSError, ValueError) as e:
+                reason = (str(e).splitlines() or [type(e).__name__])[0][:120]
+                raise ShardMismatch(f"{where} is not a readable Parquet file ({reason}); copy it again, or encode "
+                                    "again") from None
+            expected = _schema(kind, dimension)
+            if not table.schema.equals(expected):
+                vectors = table.schema.field("embedding").type if "embedding" in table.schema.names else None
+                if vectors is not None and pa.types.is_fixed_size_list(vectors) and vectors.list_size != dimension:
+                    raise ShardMismatch(f"{where} holds vectors of {vectors.list_size} dimensions, its manifest says "
+                                        f"{dimension}; encode again")
+                raise ShardMismatch(f"{where} does not have the columns `biorank encode` writes; encode again")
+            if table.num_rows != shard[kind]:
+                raise ShardMismatch(f"{shard['name']} in {self.folder} holds {table.num_rows} {kind}, its manifest "
+                                    f"says {shard[kind]}; encode again")
+            nested = [pc.list_flatten(table.column(c)) for c in ("wordpieces", "embedding") if c in table.schema.names]
+            if any(column.null_count for column in [*table.columns, *nested]):
+                raise ShardMismatch(f"{where} has empty values where `biorank encode` writes none; encode again")
+            finite = np.isfinite(_matrix(table, dimension)).all(axis=1)
+            if not finite.all():
+                doc_id = table.column("doc_id")[int(np.argmin(finite))].as_py()
+                raise ShardMismatch(f"{where} holds a vector of document {doc_id!r} that is not finite (NaN or "
+                                    "infinity), which no index can take; encode again")
+            tables.append(table)
+        return tables[0], tables[1]
+
+
+class _Unrecorded:
+    """A rejects file that keeps nothing: the check reads the input as the run will, and the run reports the
+    rejects."""
+
+    def write(self, *_: object) -> None:
+        return None
+
+
+def _cut_from(texts: list[str], title: str, sentences: list[str]) -> bool:
+    """Whether ``texts`` are blocks :func:`~biorank.indexer.blocks.make_blocks` can cut from ``title`` and the
+    abstract's ``sentences``: each the title and the next one or more whole sentences, all of them used once, in
+    order (a document without sentences is one block of its title). Where each block ends depends on the
+    tokenizer, which a load has not, so any such grouping is accepted; no other text is."""
+    if not sentences:
+        return texts == [title]
+    used = 0
+    for text in texts:
+        candidate, taken = title, 0
+        # Each sentence makes the block longer, so the block ends where its length is reached.
+        while used < len(sentences) and len(candidate.strip()) < len(text):
+            candidate, used, taken = f"{candidate} {sentences[used]}", used + 1, taken + 1
+        if not taken or candidate.strip() != text:
+            return False
+    return used == len(sentences)
 
 
 def _matrix(table: Any, dimension: int) -> np.ndarray:

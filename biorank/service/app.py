@@ -4,7 +4,10 @@ The encoder (and the cross-encoder, once a request asks for it) is loaded once a
 the cheap pipeline of its mode, switches and filters around them. Requests go through each model one at a
 time (on a CPU of a few cores, running two queries' encoders at once only makes both slower), but each model
 has its own turn: a BM25 request needs none and never waits, and a first-stage request does not wait behind
-reranks (seconds each on a CPU).
+reranks (seconds each on a CPU). That holds for threads too: a request runs in one of two lanes
+(:class:`Lane`), each with threads of its own, the first stage's and the models' (rerank, snippets); a request
+waits for its lane's turn without holding a thread, the models' queue is bounded (a request beyond it is
+answered 503 with ``Retry-After``), and one whose client goes away before its turn never runs.
 
 Safe by default: read-only (no endpoint writes anything but the query log), bounded (query length, k, page,
 the body's bytes however it arrives, chunked too, and the time a request may take to arrive:
@@ -18,16 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -65,13 +70,25 @@ LOG = logging.getLogger("uvicorn.error")
 METADATA = ("journal", "year", "mesh")
 PIPELINES_KEPT = 32
 PMID = re.compile(r"^\d{1,9}$")
+FIRST_STAGE_THREADS = 16
+"""Threads of the first-stage lane: its requests mostly wait for OpenSearch, so several overlap (the encoder is
+still taken in turn); more would only contend for the interpreter."""
+RERANK_QUEUE = 4
+"""Requests that may wait for the models' lane by default, beyond the one it runs: a few reranks' worth of
+waiting (seconds each on a CPU), after which a client is better told to come back than kept waiting."""
+RETRY_AFTER_S = 2
+"""What a 503 of a full queue asks its client to wait: about one rerank on a CPU, when a place may have freed."""
+CLIENT_GONE = "biorank.client_gone"
+"""The scope's key of the event :class:`BoundedBody` sets when a request's client closes its connection."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ServiceSettings:
     """What ``biorank serve`` serves: an index, its query encoder's backend and device, the reranker's settings
     (``pipeline``: the cross-encoder, depth, weight, backend, device; each request sets the mode, switches and
-    filters), optionally behind an API key."""
+    filters), optionally behind an API key; ``rerank_queue``: how many requests that rerank or ask for snippets
+    may wait for the models beyond the one running (more are answered 503 with ``Retry-After``)."""
 
     index: str
     api_key: str | None = None
@@ -79,6 +96,7 @@ class ServiceSettings:
     device: str = "auto"
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     query_log: bool = True
+    rerank_queue: int = RERANK_QUEUE
 
 
 class SearchRequest(BaseModel):
@@ -106,15 +124,98 @@ class SearchRequest(BaseModel):
 
 
 class ServiceError(BiorankError):
-    """A request the service refuses (401, 404, 413) with the status it answers."""
+    """A request the service refuses (401, 404, 413, 503) with the status it answers, and the seconds after
+    which it is worth trying again, when there are such (a full queue)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after)} if self.retry_after is not None else {}
+
+
+class Lane:
+    """Threads of its own for one kind of request, and a queue before them, bounded or not.
+
+    A request waits for its turn on the event loop, holding no thread: a lane full of slow requests takes
+    nothing from another lane (anyio's shared pool of threads did: waiting reranks held every thread of it). A
+    request whose client goes away while it waits leaves the queue without running; one already running
+    finishes, as a model's batch cannot be stopped half-way, and its answer is dropped.
+
+    Args:
+        threads: requests that run at once.
+        queue: requests that may wait beyond those (None: any number); one more is refused (503).
+        kind: what its requests are, for the 503's message.
+    """
+
+    def __init__(self, threads: int, queue: int | None = None, *, kind: str = "searches") -> None:
+        self.queue = queue
+        self.kind = kind
+        self.waiting = 0
+        self.running = 0
+        self.dropped = 0
+        """Requests that left the queue unrun because their client had gone."""
+        self._turns = anyio.Semaphore(threads)
+        self._threads = anyio.CapacityLimiter(threads)
+
+    async def run(self, work: Callable[[], T], gone: anyio.Event | None = None) -> T:
+        """``work()`` on one of the lane's threads, once it is this request's turn.
+
+        Args:
+            work: what the request computes.
+            gone: set when the request's client has gone (:data:`CLIENT_GONE`): a request still waiting
+                then leaves the queue.
+
+        Raises:
+            ServiceError: 503 (with ``Retry-After``) when the queue is full; 499 when the client went away
+                before the request's turn (no one reads that answer; it ends the request).
+        """
+        if self.queue is not None and self._turns.value == 0 and self.waiting >= self.queue:
+            raise ServiceError(503, f"the server is busy: {self.waiting} {self.kind} are waiting already; try "
+                                    f"again in {RETRY_AFTER_S} s", retry_after=RETRY_AFTER_S)
+        self.waiting += 1
+        try:
+            admitted = await self._admitted(gone)
+        finally:
+            self.waiting -= 1
+        if not admitted:
+            self.dropped += 1
+            raise ServiceError(499, "the client closed its connection before its request's turn")
+        self.running += 1
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=self._threads)
+        finally:
+            self.running -= 1
+            self._turns.release()
+
+    async def _admitted(self, gone: anyio.Event | None) -> bool:
+        """Waits for a turn and takes it; False, without one, when the client goes away first."""
+        if gone is None:
+            await self._turns.acquire()
+            return True
+        admitted = False
+        async with anyio.create_task_group() as group:
+
+            async def leave() -> None:
+                await gone.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(leave)
+            await self._turns.acquire()  # a turn given just as the wait is cancelled is given back by anyio
+            admitted = True
+            group.cancel_scope.cancel()
+        if admitted and gone.is_set():  # the turn came as the client went: no one to compute it for
+            self._turns.release()
+            return False
+        return admitted
 
 
 class SearchService:
-    """The models, the client and the query log of one server; :meth:`search` answers a request."""
+    """The models, the client and the query log of one server; :meth:`search` answers a request on the calling
+    thread, :meth:`answer` in the request's lane (what the application calls)."""
 
     def __init__(self, client: OpenSearch, settings: ServiceSettings, *, query_log_index: str,
                  searcher: Searcher | None = None) -> None:
@@ -128,6 +229,9 @@ class SearchService:
         self._searcher = searcher
         self._cross_encoder: Any = None
         self._pipelines: OrderedDict[tuple, Pipeline] = OrderedDict()
+        self.first_stage_lane = Lane(FIRST_STAGE_THREADS)
+        # One thread: the models take one request at a time anyway (_rerank_turn), so a second would only wait.
+        self.model_lane = Lane(1, settings.rerank_queue, kind="searches with a rerank or snippets")
 
     def load(self) -> Searcher:
         """Opens the index's searcher and loads its encoder, once: ``biorank serve`` calls it before the first
@@ -146,6 +250,19 @@ class SearchService:
                                                           device=self.settings.device))
         self._searcher.load()
         return self._searcher
+
+    async def answer(self, request: SearchRequest, gone: anyio.Event | None = None) -> dict[str, Any]:
+        """:meth:`search` in the request's lane: the models' for a rerank or snippets, else the first stage's.
+
+        Args:
+            request: the search.
+            gone: set when the request's client has gone; a request still waiting for its turn then never runs.
+
+        Raises:
+            ServiceError: 503 when the models' queue is full, 499 when the client went away first.
+        """
+        lane = self.model_lane if request.rerank or request.snippets else self.first_stage_lane
+        return await lane.run(functools.partial(self.search, request), gone)
 
     def search(self, request: SearchRequest) -> dict[str, Any]:
         filters = request.filters
@@ -280,7 +397,7 @@ def create_app(service: SearchService) -> FastAPI:
     @app.exception_handler(BiorankError)
     async def refused(request: Request, error: BiorankError) -> Response:
         status = error.status if isinstance(error, ServiceError) else 404 if isinstance(error, NotFound) else 400
-        return _error(request, status, str(error))
+        return _error(request, status, str(error), error.headers if isinstance(error, ServiceError) else None)
 
     # Handlers of these classes answer, where one of Exception would answer and raise again for the server to log
     # a traceback: a cluster that cannot be reached is the service being unavailable (503), any other answer of
@@ -297,11 +414,12 @@ def create_app(service: SearchService) -> FastAPI:
         LOG.warning("502 %s %s: %s", request.method, request.url.path, message)
         return _error(request, 502, message)
 
-    @app.post("/api/search", summary="Search the index")
-    def api_search(request: SearchRequest) -> dict[str, Any]:
+    @app.post("/api/search", summary="Search the index",
+              responses={503: {"description": "Too many requests wait for the models; see Retry-After."}})
+    async def api_search(request: SearchRequest, http: Request) -> dict[str, Any]:
         """The hits of one query with every part of their score, their metadata and, when asked, their best
         sentences with offsets — the fields of ``biorank query --json`` — and each stage's milliseconds."""
-        return service.search(request)
+        return await service.answer(request, http.scope.get(CLIENT_GONE))
 
     @app.get("/api/documents/{doc_id}", summary="One stored document")
     def api_document(doc_id: str) -> dict[str, Any]:
@@ -312,22 +430,25 @@ def create_app(service: SearchService) -> FastAPI:
         return service.health()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def page(request: Request) -> HTMLResponse:
+    async def page(request: Request) -> HTMLResponse:
         params = request.query_params
         form = {"q": params.get("q", ""), "mode": params.get("mode", "hybrid"), "rerank": "rerank" in params,
                 "snippets": "snippets" in params, "year": params.get("year", ""),
                 "journal": [j for j in params.getlist("journal") if j.strip()],
                 "mesh": [m for m in params.getlist("mesh") if m.strip()], "page": params.get("page", "1")}
-        result, error, status = None, None, 200
+        result, error, status, headers = None, None, 200, {}
         if form["q"].strip():
             try:
-                result = service.search(SearchRequest.model_validate({**form, "year": form["year"] or None}))
+                search = SearchRequest.model_validate({**form, "year": form["year"] or None})
+                result = await service.answer(search, request.scope.get(CLIENT_GONE))
+            except ServiceError as e:
+                error, status, headers = str(e), e.status, e.headers
             except BiorankError as e:
                 error, status = str(e), 400
             except ValueError as e:  # pydantic's validation error
                 error, status = _first_problem(e), 422
         return HTMLResponse(render_page(form, result, error, index=service.settings.index, modes=MODES,
-                                        key=params.get("key")), status_code=status)
+                                        key=params.get("key")), status_code=status, headers=headers)
 
     app.add_middleware(BoundedBody)
     return app
@@ -336,6 +457,8 @@ def create_app(service: SearchService) -> FastAPI:
 class BoundedBody:
     """ASGI middleware: a request's body is read here first, counting its bytes as they arrive, and the request
     goes on only if it is complete within :data:`MAX_BODY_BYTES` and :data:`BODY_TIMEOUT_S`; else 413 or 408.
+    Then it watches the connection for the client's leaving, which it signals through the scope's
+    :data:`CLIENT_GONE` event.
 
     ``Content-Length`` alone bounds nothing: a chunked body (``Transfer-Encoding: chunked``) has none, and was
     read whole, however large. Bodies here are a search's few hundred bytes, so holding one is cheap.
@@ -376,16 +499,35 @@ class BoundedBody:
             if len(body) > self.limit:
                 await _refuse(send, path, 413, f"a request body may have {self.limit} bytes at most")
                 return
+        # After the body, all a client can send is its disconnect: watched here, by the one reader of the
+        # connection, and set as an event the application waits on (Lane) instead of polling for it.
+        gone = anyio.Event()
         replayed = False
 
         async def replay() -> dict:
             nonlocal replayed
             if replayed:
-                return await receive()  # after the body: a disconnect, when it comes
+                await gone.wait()
+                return {"type": "http.disconnect"}
             replayed = True
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
-        await self.app(scope, replay, send)
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        failed: Exception | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            scope[CLIENT_GONE] = gone
+            try:
+                await self.app(scope, replay, send)
+            except Exception as e:  # raised as itself below, not wrapped in the task group's ExceptionGroup
+                failed = e
+            group.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
 
 
 async def _refuse(send: Any, path: str, status: int, message: str) -> None:
@@ -410,10 +552,10 @@ def _check_key(request: Request, api_key: str | None) -> None:
         raise ServiceError(401, "this server needs its API key: send it as the X-API-Key header (or ?key=)")
 
 
-def _error(request: Request, status: int, message: str) -> Response:
+def _error(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     if request.url.path.startswith("/api/") or request.url.path.startswith("/openapi"):
-        return JSONResponse({"error": message}, status_code=status)
-    return HTMLResponse(render_page({}, None, message), status_code=status)
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return HTMLResponse(render_page({}, None, message), status_code=status, headers=headers)
 
 
 def _first_problem(error: Exception) -> str:

@@ -66,6 +66,50 @@ def list_indices(client: OpenSearch) -> list[IndexInfo]:
     return rows
 
 
+def is_alias(client: OpenSearch, name: str) -> bool:
+    """Whether ``name`` (one plain name) is an alias rather than an index: a write through it lands in the index
+    behind it, and a DELETE of it is acknowledged and removes nothing."""
+    return bool(client.indices.exists_alias(name=name))
+
+
+def concrete_index(client: OpenSearch, name: str, *, follow_alias: bool = False, recreate: bool = False) -> str:
+    """The index a command that writes or deletes acts on: ``name`` itself; where ``name`` is an alias, the one
+    index behind it if ``follow_alias``, else a one-line refusal.
+
+    An alias is how a cluster swaps a rebuilt index in (blue/green): writing or deleting through it would act on
+    an index the user did not name, so that is done only when asked for — and never to rebuild (``recreate``):
+    deleting an alias deletes nothing, and the writes would then land in the index behind it.
+
+    Args:
+        client: the cluster.
+        name: one exact documents index name (:func:`check_index_name`).
+        follow_alias: act on the index behind an alias (refused still where it has several).
+        recreate: the index is to be deleted and built anew; an alias is refused whatever ``follow_alias`` says.
+
+    Returns:
+        The name of the index to act on.
+
+    Example:
+        >>> concrete_index(client, "pubmed", follow_alias=True)  # doctest: +SKIP
+        'pubmed-v2'
+    """
+    check_index_name(name)
+    if not is_alias(client, name):
+        return name
+    behind = sorted(client.indices.get_alias(name=name, expand_wildcards="all"))
+    if recreate:
+        raise IndexMismatch(f"{name!r} is an alias of {', '.join(behind)[:200]}: --recreate rebuilds an index named "
+                            "by its own name, never through an alias; name the index")
+    if not follow_alias:
+        raise IndexMismatch(f"{name!r} is an alias of {', '.join(behind)[:200]}: biorank writes to and deletes only "
+                            "an index named by its own name; name the index, or --follow-alias acts on the one "
+                            "behind the alias")
+    if len(behind) != 1:
+        raise IndexMismatch(f"{name!r} is an alias of {len(behind)} indices ({', '.join(behind)[:200]}); name one "
+                            "of them")
+    return check_index_name(behind[0])
+
+
 def owned_indices(client: OpenSearch, name: str) -> list[str]:
     """The indices that deleting documents index ``name`` removes: ``name`` itself and its sentences index, if they
     exist. An index biorank did not build as a documents index is refused.
@@ -85,12 +129,17 @@ def owned_indices(client: OpenSearch, name: str) -> list[str]:
     check_index_name(name)
     if not client.indices.exists(index=name):
         return []
+    if is_alias(client, name):
+        concrete_index(client, name)  # refuses, naming what is behind it
     record = read_record(client, name)
     if record.kind != "documents":
         raise IndexMismatch(f"{name!r} is a biorank {record.kind} index, not a documents index; biorank deletes a "
                             "documents index together with its sentences")
     sentences = record.sentences_index
-    if not sentences or _disowned(client, name, sentences) is not None:
+    # Only the sentences index biorank derives from the name, an index (not an alias) that exists and whose own
+    # record points back: a name a record merely mentions never reaches a DELETE.
+    if not sentences or sentences != sentences_index_name(name) or not client.indices.exists(index=sentences) \
+            or is_alias(client, sentences) or _disowned(client, name, sentences) is not None:
         return [name]
     return [name, sentences]
 
@@ -136,6 +185,8 @@ def _disowned(client: OpenSearch, name: str, sentences: str) -> str | None:
                 f"index, or a record edited by hand){left}")
     if not client.indices.exists(index=sentences):
         return None
+    if is_alias(client, sentences):
+        return f"{sentences!r} is an alias, not {name!r}'s sentences index{left}"
     try:
         record = read_record(client, sentences)
     except IndexMismatch:
@@ -155,17 +206,20 @@ def delete_indices(client: OpenSearch, name: str) -> list[str]:
         name: one exact documents index name.
 
     Returns:
-        The names deleted, the documents index first.
+        The names OpenSearch confirmed deleted, the documents index first.
 
     Example:
         >>> delete_indices(client, "scifact")  # doctest: +SKIP
         ['scifact', 'scifact-sentences']
     """
-    owned = owned_indices(client, name)
-    for index in owned:
-        # One exact name a request, never expanded, so nothing but these can ever match.
-        client.indices.delete(index=index, expand_wildcards="none")
-    return owned
+    deleted = []
+    for index in owned_indices(client, name):
+        # One exact name a request, never expanded, so nothing but these can ever match; reported deleted only
+        # where OpenSearch acknowledged it and the index is gone.
+        answer = client.indices.delete(index=index, expand_wildcards="none")
+        if answer.get("acknowledged") and not client.indices.exists(index=index):
+            deleted.append(index)
+    return deleted
 
 
 BULK_REFRESH_INTERVAL = "30s"

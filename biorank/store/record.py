@@ -213,7 +213,12 @@ def update_record(client: OpenSearch, index: str, *, remove: Iterable[str] = (),
 
     ``_meta`` is replaced as a whole by a mapping update, so the rest of the record is sent back with it.
     """
-    meta = _meta(client, index)
+    mapping = client.indices.get_mapping(index=index)
+    if list(mapping) != [index]:
+        # An alias: a mapping update would write the record into every index behind it, under another name.
+        raise IndexMismatch(f"{index!r} is an alias of {', '.join(sorted(mapping))[:200]}: a record is written to "
+                            "an index by its own name; name the index")
+    meta = mapping[index]["mappings"].get("_meta", {})
     dropped = set(remove)
     record = {key: value for key, value in meta.get("biorank", {}).items() if key not in dropped} | entries
     client.indices.put_mapping(index=index, body={"_meta": {**meta, "biorank": record}})
