@@ -448,6 +448,7 @@ def _meta(opensearch: OpenSearch, name: str, **changes: object) -> None:
     opensearch.indices.put_mapping(index=name, body={"_meta": {**meta, "biorank": {**meta["biorank"], **changes}}})
 
 
+@pytest.mark.engines
 def test_an_alias_is_never_written_through_or_deleted_as_if_it_were_an_index(
         opensearch_url: str, opensearch: OpenSearch, index_name: str, tmp_path: Path) -> None:
     """The blue/green set-up (probes 6.1, 6.2): ``pub`` an alias of ``keep``. Writing or deleting through it is
@@ -527,3 +528,15 @@ def test_control_sequences_in_an_index_record_or_a_node_log_never_reach_the_term
         assert "\\x1b]8;;http://evil.example/\\x07click" in outputs[what].output, (what, outputs[what].output)
     assert outputs["sync, current"].exit_code == 0 and "is current" in outputs["sync, current"].output
     assert opensearch.indices.exists(index=index_name)
+
+
+def test_a_query_of_too_many_distinct_terms_says_to_shorten_it(opensearch_url: str, sample_index: str) -> None:
+    """1,250 distinct terms in under 4,000 characters pass biorank's length check but not OpenSearch's clause
+    limit: the one line says what to do, not only what OpenSearch said."""
+    import itertools
+    import string
+
+    terms = ["".join(p) for p in itertools.product(string.ascii_lowercase + string.digits, repeat=2)]
+    refused = _run("--url", opensearch_url, "query", " ".join(terms[:1250]), "--index", sample_index, "--no-log")
+    assert refused.exit_code == 1 and refused.output.count("\n") == 1, refused.output
+    assert "more distinct terms than OpenSearch takes in one query" in refused.output and "shorten it" in refused.output

@@ -25,6 +25,7 @@ only as ``match`` text and as script ``params``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -421,7 +422,12 @@ def refusal(mode: str, index: str, error: Any) -> str:
         return (f"index {index!r} cannot be searched in full: {where} no live copy (a node holding them is down "
                 f"and they have no replica); restart the node (`biorank cluster start` restarts lost local "
                 f"nodes) or build the index with --replicas 1 so that a lost node costs no answers")
-    return f"OpenSearch refused the {mode} query on {index!r}: {reason(error)}"
+    why = reason(error)
+    if clauses := re.search(r"maxClauseCount is set to (\d+)", why):
+        # Each distinct term of the query is a clause of the BM25 leg: the text is too long, not malformed.
+        return (f"the query has more distinct terms than OpenSearch takes in one query ({clauses.group(1)}: "
+                "indices.query.bool.max_clause_count); shorten it")
+    return f"OpenSearch refused the {mode} query on {index!r}: {why}"
 
 
 def encode_queries(encoder: Encoder, queries: Mapping[str, str]) -> dict[str, list[float]]:
