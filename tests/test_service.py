@@ -309,9 +309,12 @@ def test_a_chunked_body_is_bounded_as_it_arrives(sample_service) -> None:
 
 def test_errors_have_one_shape_and_answers_carry_the_security_headers(sample_service) -> None:
     url, _ = sample_service
-    for path, status in (("/api/no-such-thing", 404), ("/api/search", 405)):
-        code, payload = call(f"{url}{path}")
+    for path, status in (("/api/no-such-thing", 404), ("/api/search", 405), ("/api/search/", 404)):
+        # A Host of the client's choosing never makes a redirect's Location.
+        code, payload = call(f"{url}{path}", headers={"Host": "evil.example"})
         assert (code, list(payload)) == (status, ["error"]), (path, payload)
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/api/health", method="HEAD"), timeout=60) as response:
+        assert response.status == 200 and response.read() == b""
     with urllib.request.urlopen(f"{url}/?q=vitamin", timeout=60) as response:
         headers = response.headers
     assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"

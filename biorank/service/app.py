@@ -370,7 +370,10 @@ def create_app(service: SearchService) -> FastAPI:
 
     app = FastAPI(title="biorank", description=f"Search the biomedical abstracts of index {service.settings.index!r}: "
                   "BM25, dense and hybrid first stages, a cross-encoder reranker and answer snippets.",
-                  version=biorank_version(), lifespan=lifespan)
+                  version=biorank_version(), lifespan=lifespan,
+                  # A redirect to the path with or without its slash would take its Location from the Host
+                  # header, which the client chooses: a path that is not an endpoint is a 404.
+                  redirect_slashes=False)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
@@ -428,6 +431,12 @@ def create_app(service: SearchService) -> FastAPI:
     @app.get("/api/health", summary="The cluster's and the index's health")
     def api_health() -> dict[str, Any]:
         return service.health()
+
+    @app.head("/api/health", include_in_schema=False)
+    def api_health_head() -> Response:
+        """What load balancers and uptime checks probe with: the same checks, no body (503 without a cluster)."""
+        service.health()
+        return Response()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request) -> HTMLResponse:
