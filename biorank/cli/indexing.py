@@ -44,7 +44,8 @@ def _reading_options(command):
 @cli.command()
 @_reading_options
 @options.index_option()
-@click.option("--recreate", is_flag=True, help="Delete the indices first and index everything anew.")
+@click.option("--recreate", is_flag=True,
+              help="Delete the indices first and index everything anew (never through an alias: name the index).")
 @click.option("--shards", type=click.IntRange(1), default=1, show_default=True, help="Primary shards of a new index.")
 @click.option("--replicas", type=click.IntRange(0), default=0, show_default=True, help="Replicas of a new index.")
 @click.option("--k1", type=click.FloatRange(0), default=0.9, show_default=True, help="BM25 k1 of a new index.")
@@ -55,7 +56,7 @@ def _reading_options(command):
               help="Take every block and sentence with its vector from this folder written by `biorank encode` "
                    "from the same PATHS, instead of encoding: no encoder is loaded; its batch size is used.")
 @options.sentence_vectors_option
-@options.follow_alias_option
+@options.follow_alias_option("write into")
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
           title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
@@ -215,7 +216,7 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
 @options.sentence_vectors_option
-@options.follow_alias_option
+@options.follow_alias_option("apply the files to")
 @click.pass_obj
 def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, model: str | None, precision: str,
          no_sentences: bool, allow_out_of_order: bool, allow_gaps: bool, batch_size: int, rejects: Path | None,
@@ -337,7 +338,7 @@ def indices(settings: ConnectionSettings) -> None:
 @cli.command("delete-index")
 @click.argument("name", callback=options.exact_name)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@options.follow_alias_option
+@options.follow_alias_option("delete", name="NAME")
 @click.pass_obj
 def delete_index(settings: ConnectionSettings, name: str, yes: bool, follow_alias: bool) -> None:
     """Delete the documents index NAME and its own sentences index (NAME-sentences, where its record points

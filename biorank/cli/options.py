@@ -77,10 +77,11 @@ def index_option(help: str = "Documents index; its sentences are in NAME-sentenc
                         callback=exact_name)
 
 
-follow_alias_option = click.option(
-    "--follow-alias", is_flag=True,
-    help="Where --index is an alias, act on the one index behind it (refused without this flag, and always with "
-         "--recreate).")
+def follow_alias_option(acts: str, name: str = "--index") -> Callable:
+    """``--follow-alias``: what a command that writes or deletes does to the index behind an alias (refused
+    without it: :func:`biorank.store.indices.concrete_index`)."""
+    return click.option("--follow-alias", is_flag=True,
+                        help=f"Where {name} is an alias, {acts} the one index behind it (refused without this flag).")
 
 
 def seed_option(help: str = "Seed of everything drawn at random.") -> Callable:
