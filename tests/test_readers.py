@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from biorank.indexer.indexer import estimate_records
-from biorank.indexer.readers import FORMATS, ReaderError, detect_format, read_records
+from biorank.indexer.readers import FORMATS, ReaderError, detect_format, estimate_records, read_records
 from biorank.types import Abstract, Deletion, Rejected
 
 BIOASQ_CONCLUSIONS = (

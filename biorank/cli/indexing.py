@@ -84,7 +84,8 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     Vectors made elsewhere (`biorank encode` on a GPU box, the folder copied here), loaded without an encoder:
       biorank index pubmed25n0001.xml.gz --index pubmed --vectors vectors/
     """
-    from biorank.indexer.indexer import Indexer, IndexOptions, estimate_records
+    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.indexer.readers import estimate_records
     from biorank.store.indices import concrete_index
     from biorank.store.mappings.documents import IndexSettings
 
@@ -172,7 +173,8 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
       biorank encode pubmed25n000*.xml.gz --out pubmed-vectors --batch-size 256    # on a GPU box
       biorank index pubmed25n000*.xml.gz --index pubmed --vectors pubmed-vectors   # on the cluster's side
     """
-    from biorank.indexer.indexer import IndexOptions, estimate_records
+    from biorank.indexer.indexer import IndexOptions
+    from biorank.indexer.readers import estimate_records
     from biorank.indexer.shards import encode_corpus
 
     reading = IndexOptions(format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
@@ -238,7 +240,8 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
       biorank sync pubmed/baseline pubmed/updatefiles --index pubmed
       biorank stats --index pubmed        # says the last file applied
     """
-    from biorank.indexer.indexer import IndexOptions, estimate_records
+    from biorank.indexer.indexer import IndexOptions
+    from biorank.indexer.readers import estimate_records
     from biorank.indexer.updates import apply_files, find_pubmed_files, plan_sync
     from biorank.store.indices import concrete_index
     from biorank.store.record import read_record

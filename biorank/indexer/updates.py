@@ -14,10 +14,8 @@ could never be applied again, since a genuine copy of it differs from what was r
 
 from __future__ import annotations
 
-import hashlib
 import re
-import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING
 from biorank.downloads import sha256_of
 from biorank.errors import BiorankError
 from biorank.indexer.indexer import Indexer, IndexOptions, IndexReport
+from biorank.indexer.streams import PIECE, READ_ERRORS, open_binary
 from biorank.store.record import AppliedFile, read_record, store_applied_file
 
 if TYPE_CHECKING:
@@ -191,19 +190,16 @@ def _check_follows(file: PubmedFile, name: str, key: tuple[int, int]) -> None:
                           "files anyway")
 
 
-CHUNK_BYTES = 1 << 20
-
-
 def check_file(path: Path) -> str:
     """The SHA-256 of the NLM file at ``path`` once it is read through whole: a gzip file to its trailer (its
-    CRC and length checked), the XML parsed to its root's end, as the reader parses it (no entities resolved,
-    nothing fetched). A file that fails is refused with what is wrong, before a sync writes anything.
+    CRC and length checked), the XML parsed to its root's end, opened and parsed as the reader opens and parses
+    it (gzip told from the first bytes, no entities resolved, nothing fetched). A file that fails is refused
+    with what is wrong, before a sync writes anything.
 
-    One pass over the bytes gives both the checksum and the check, in bounded memory: the parsed elements are
-    dropped as they end.
+    The parsed elements are dropped as they end, so the check holds one citation at a time, not the file.
 
     Args:
-        path: a baseline or update file, ``.xml`` or ``.xml.gz`` (gzip or not is told from its first bytes).
+        path: a baseline or update file, ``.xml`` or ``.xml.gz``.
 
     Returns:
         The file's SHA-256, in hex.
@@ -214,49 +210,23 @@ def check_file(path: Path) -> str:
     """
     from lxml import etree
 
-    digest = hashlib.sha256()
     parser = etree.XMLPullParser(events=("end",), resolve_entities=False, no_network=True)
     try:
-        for chunk in _decompressed(path, digest):
-            parser.feed(chunk)
-            _drop_ended(parser)
+        with open_binary(path) as stream:
+            while chunk := stream.read(PIECE):
+                parser.feed(chunk)
+                _drop_ended(parser)
         parser.close()
-    except zlib.error as exc:
-        raise SyncRefused(f"{path.name} is damaged (its gzip stream is corrupt: {exc}); nothing was applied: "
+    except EOFError:
+        raise SyncRefused(f"{path.name} is cut short (its gzip stream ends before its trailer: an interrupted "
+                          "download?); nothing was applied: download it again") from None
+    except READ_ERRORS as exc:
+        raise SyncRefused(f"{path.name} is damaged (it cannot be read through: {exc}); nothing was applied: "
                           "download it again") from None
     except etree.XMLSyntaxError as exc:
         raise SyncRefused(f"{path.name} is damaged or not PubMed XML (line {exc.lineno}: {exc.msg}); nothing "
                           "was applied: download it again") from None
-    return digest.hexdigest()
-
-
-def _decompressed(path: Path, digest: hashlib._Hash) -> Iterator[bytes]:
-    """The bytes of ``path`` as the XML parser reads them (gunzipped where they are gzip), every raw byte also
-    fed to ``digest``; a gzip stream that ends before its trailer is refused."""
-    with path.open("rb") as raw:
-        first = raw.read(CHUNK_BYTES)
-        gzipped = first[:2] == b"\x1f\x8b"
-        # 16 + MAX_WBITS: the gzip wrapper, whose trailer (CRC-32 and length) zlib checks at the stream's end.
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
-        chunk = first
-        while chunk:
-            digest.update(chunk)
-            if inflate is None:
-                yield chunk
-            else:
-                while chunk:
-                    yield inflate.decompress(chunk, CHUNK_BYTES)
-                    chunk = inflate.unconsumed_tail
-                    if inflate.eof and inflate.unused_data:
-                        # Another gzip member follows (a concatenated file reads as one stream, as gzip reads it).
-                        chunk = inflate.unused_data
-                        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            chunk = raw.read(CHUNK_BYTES)
-        if inflate is not None:
-            yield inflate.flush()
-            if not inflate.eof:
-                raise SyncRefused(f"{path.name} is cut short (its gzip stream ends before its trailer: an "
-                                  "interrupted download?); nothing was applied: download it again")
+    return sha256_of(path)
 
 
 def _drop_ended(parser: etree.XMLPullParser) -> None:

@@ -129,8 +129,7 @@ def owned_indices(client: OpenSearch, name: str) -> list[str]:
     check_index_name(name)
     if not client.indices.exists(index=name):
         return []
-    if is_alias(client, name):
-        concrete_index(client, name)  # refuses, naming what is behind it
+    concrete_index(client, name)  # an alias is refused, naming the index behind it
     record = read_record(client, name)
     if record.kind != "documents":
         raise IndexMismatch(f"{name!r} is a biorank {record.kind} index, not a documents index; biorank deletes a "
