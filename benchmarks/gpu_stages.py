@@ -35,7 +35,8 @@ from biorank.evaluation.topics import read_queries
 from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import sentences_of
 from biorank.models.cross_encoder import CrossEncoder
-from biorank.models.encoder import DEFAULT_MODEL, PRECISIONS, Encoder
+from biorank.models.encoder import DEFAULT_MODEL, Encoder
+from biorank.models.placement import PRECISIONS
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.stages.rerank import DEFAULT_LENGTH, document_text
 from biorank.stages.snippets import SENTENCE_BATCH, SENTENCE_MAX_LENGTH
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reranker", default=SHIPPED_RERANKER, help="the cross-encoder (default the shipped one)")
     parser.add_argument("--batch", type=int, default=512, help="abstracts per encoder call")
     parser.add_argument("--batch-tokens", type=int, default=None,
-                        help="word pieces per encoder batch (default: the device's, biorank.models.device)")
+                        help="word pieces per encoder batch (default: the device's, biorank.models.placement)")
     parser.add_argument("--variant", default=None, help="the record's variant (default: the device's short name)")
     args = parser.parse_args(argv)
 

@@ -42,7 +42,8 @@ from biorank.indexer.indexer import IndexReport
 from biorank.indexer.readers import read_records
 from biorank.indexer.sentences import sentences_of
 from biorank.indexer.shards import ShardReader, encode_corpus
-from biorank.models.encoder import DEFAULT_MODEL, PRECISIONS
+from biorank.models.encoder import DEFAULT_MODEL
+from biorank.models.placement import PRECISIONS
 from biorank.models.runtime import physical_cores
 from biorank.store.indices import delete_indices
 from biorank.store.mappings.documents import IndexSettings

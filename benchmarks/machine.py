@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from biorank.models.encoder import cpu_flags
+from biorank.models.placement import cpu_flags
 
 # The instruction sets biorank's speed turns on: AVX2 (everything), AVX-512 with VNNI (int8) and BF16 (bf16
 # in torch and OpenVINO), AMX (bf16 and int8 tiles).

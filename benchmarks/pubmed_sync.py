@@ -27,7 +27,8 @@ from pathlib import Path
 from benchmarks import suite
 from biorank import Encoder, IndexOptions
 from biorank.indexer.updates import apply_files, find_pubmed_files, plan_sync
-from biorank.models.encoder import DEFAULT_MODEL, PRECISIONS
+from biorank.models.encoder import DEFAULT_MODEL
+from biorank.models.placement import PRECISIONS
 from biorank.models.runtime import physical_cores
 from biorank.store.indices import delete_indices
 from biorank.store.record import read_record

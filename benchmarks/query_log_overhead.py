@@ -61,7 +61,7 @@ def _node_ms(client, index: str, metric: str) -> float:
 def batched(searcher: Searcher, queries: dict[str, str], k: int, log_index: str, rounds: int) -> dict[str, float]:
     """Wall time, and work: this process's CPU time plus the node's time searching or indexing the log."""
     client, index = searcher.client, searcher.index
-    pipeline = Pipeline(PipelineSettings(search=searcher.settings), searcher)
+    pipeline = Pipeline.build(PipelineSettings(search=searcher.settings), searcher)
     wall: dict[str, list[float]] = {"plain": [], "logged": []}
     work: dict[str, list[float]] = {"plain": [], "logged": []}
     for _ in range(rounds):
@@ -86,7 +86,7 @@ def batched(searcher: Searcher, queries: dict[str, str], k: int, log_index: str,
 
 def single(searcher: Searcher, queries: dict[str, str], k: int, log_index: str) -> dict[str, float]:
     search_ms, log_ms = [], []
-    pipeline = Pipeline(PipelineSettings(search=searcher.settings), searcher)
+    pipeline = Pipeline.build(PipelineSettings(search=searcher.settings), searcher)
     for text in queries.values():
         started = time.perf_counter()
         answer = pipeline.search(text, k)

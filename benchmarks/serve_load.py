@@ -203,7 +203,7 @@ def side_by_side(url: str, index: str, cluster: str | None, reranker: str | None
     searcher = Searcher.open(connect(ConnectionSettings.from_env().with_overrides(url=cluster)), index)
     settings = PipelineSettings(rerank=extra.get("rerank", False), snippets="tuned" if extra.get("snippets") else None,
                                 highlight=True, **({"reranker": reranker} if reranker else {}))
-    pipeline = Pipeline(settings, searcher)
+    pipeline = Pipeline.build(settings, searcher)
     local = suite.timed(lambda claim: pipeline.search(claim, 10), claims, warm=5)
     served = suite.timed(lambda claim: post(url, {"q": claim, "k": 10, **extra}), claims)
     return statistics.median(local), statistics.median(served)

@@ -39,7 +39,7 @@ _EXPORTS = {
     "Searcher": "biorank.retrieval.searcher",
     "SearchSettings": "biorank.retrieval.searcher",
     "Reranker": "biorank.stages.rerank",
-    "Ensemble": "biorank.stages.rerank",
+    "Ensemble": "biorank.models.ensemble",
     "SnippetScorer": "biorank.stages.snippets",
     "Pipeline": "biorank.pipeline",
     "PipelineSettings": "biorank.pipeline",
@@ -59,10 +59,11 @@ if TYPE_CHECKING:
     from biorank.indexer.shards import ShardReader, encode_corpus
     from biorank.models.cross_encoder import CrossEncoder
     from biorank.models.encoder import Encoder
+    from biorank.models.ensemble import Ensemble
     from biorank.pipeline import Pipeline, PipelineSettings
     from biorank.retrieval.filters import Filters
     from biorank.retrieval.searcher import Searcher, SearchSettings
-    from biorank.stages.rerank import Ensemble, Reranker
+    from biorank.stages.rerank import Reranker
     from biorank.stages.snippets import SnippetScorer
     from biorank.store.client import connect
     from biorank.types import Abstract, Answer, Hit, Snippet

@@ -17,9 +17,9 @@ SEED = 20261122
 """The one seed of everything biorank draws at random: training and the tuners' samplers (the dev split is a
 hash of each query's id, :mod:`biorank.evaluation.splits`)."""
 DEFAULT_LAMBDA = 0.03
-"""λ of the hybrid when the index has no tuned one and its encoder names none: all-MiniLM-L6-v2's best of
-0 … 1 on the (then seeded) dev split of SciFact train (``biorank tune-lambda``: nDCG@10 0.7439 at 0.03, 0.7337 at
-0.05, 0.6665 at 0, 0.6948 at 1). Encoders of the catalogue carry their own (:mod:`biorank.models.catalogue`)."""
+"""λ of the hybrid when the index has no tuned one and its encoder names none: all-MiniLM-L6-v2's best on
+SciFact's dev split by ``biorank tune-lambda`` (docs/measurements/retrieval.md, "Which encoder"). Encoders of the
+catalogue carry their own (:mod:`biorank.models.catalogue`)."""
 MAX_RECORD_BYTES = 1 << 20
 """Title + abstract of one indexed record; PubMed's longest abstracts are tens of kilobytes."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
-from biorank.evaluation.bioasq import read_evaluator_file
+from biorank.evaluation.bioasq_official import read_evaluator_file
 from biorank.evaluation.measures import BEIR_MEASURES, parse_measure, run_from_hits
 from biorank.evaluation.phase_a import PhaseAScorer, read_submission
 from biorank.evaluation.report import EvalReport, evaluate_runs, write_report
@@ -148,7 +148,7 @@ def build_pipelines(systems: Sequence[str], searcher: Searcher, shared: Pipeline
     pipelines: dict[str, Pipeline] = {}
     cross_encoder = None
     for name, system in settings.items():
-        pipelines[name] = Pipeline(system, searcher, cross_encoder=cross_encoder)
+        pipelines[name] = Pipeline.build(system, searcher, cross_encoder=cross_encoder)
         cross_encoder = cross_encoder or pipelines[name].cross_encoder
     return pipelines
 

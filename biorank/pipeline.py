@@ -6,7 +6,7 @@ before any query, so no query's time includes a load), every stage has the same 
 over a batch of :class:`~biorank.types.Answer`), and one clock times them: each stage over a batch, its time
 shared equally among the batch's queries.
 
-System names are a small grammar: a first stage (:data:`FIRST_STAGES`), then ``+rerank``, then ``+snippets``
+System names are a small grammar: a first stage (:data:`BASE_SYSTEMS`), then ``+rerank``, then ``+snippets``
 with an optional weights variant (``-equal``, ``-relevance``, ``-similarity``, ``-lexical``, ``-metric``,
 ``-document``), then ``+rescore``: ``hybrid+rerank+snippets-lexical+rescore``.
 """
@@ -19,18 +19,20 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from biorank.errors import BiorankError
+from biorank.models.cross_encoder import LENGTHS
 from biorank.retrieval.searcher import SearchSettings
-from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_LENGTH, Reranker
+from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_LENGTH, Reranker, check_weight
 from biorank.stages.snippets import DOCUMENTS_PER_QUERY, WEIGHT_VARIANTS, SnippetScorer, SnippetWeights
 from biorank.types import Advance, Answer
 
 if TYPE_CHECKING:
-    from biorank.models.cross_encoder import CrossEncoder, Precision
+    from biorank.models.cross_encoder import CrossEncoder
+    from biorank.models.placement import Precision
     from biorank.retrieval.searcher import Searcher
     from biorank.stages.snippets import SentenceCandidates
     from biorank.store.query_log import QueryLog
 
-FIRST_STAGES: dict[str, dict[str, Any]] = {
+BASE_SYSTEMS: dict[str, dict[str, Any]] = {
     "bm25": {"mode": "bm25", "fields": "text"},
     "bm25-passage": {"mode": "bm25", "fields": "passage"},
     "bm25-wordpieces": {"mode": "bm25", "fields": "wordpieces"},
@@ -43,7 +45,8 @@ FIRST_STAGES: dict[str, dict[str, Any]] = {
     "minmax": {"mode": "minmax"},
     "os-hybrid": {"mode": "os-hybrid"},
 }
-"""First-stage systems by name; the index's tuned λ applies unless the settings name one."""
+"""The first-stage systems by name, with which every system name starts; the index's tuned λ applies unless the
+settings name one."""
 RERANK = "+rerank"
 SNIPPETS = "+snippets"
 RESCORE = "+rescore"
@@ -74,7 +77,7 @@ class PipelineSettings:
     precision: Precision = "auto"
     device: str = "auto"
     """Where the cross-encoder runs (rerank and the snippets' relevance perspective): ``auto``, ``cpu``, ``cuda``
-    or ``cuda:N`` (:mod:`biorank.models.device`)."""
+    or ``cuda:N`` (:mod:`biorank.models.placement`)."""
     snippets: str | None = None
     rescore: bool = False
     highlight: bool = False
@@ -90,10 +93,11 @@ class PipelineSettings:
                                 f"{', '.join(WEIGHT_VARIANTS)}")
         if self.rerank_depth < 1:
             raise PipelineError(f"the rerank depth must be at least 1, not {self.rerank_depth}")
-        if not 8 <= self.rerank_length <= 512:
-            raise PipelineError(f"the cross-encoder reads 8 to 512 word pieces, not {self.rerank_length}")
-        if self.rerank_weight is not None and not 0.0 <= self.rerank_weight <= 1.0:
-            raise PipelineError(f"the reranker's weight must be between 0 and 1, not {self.rerank_weight}")
+        if not LENGTHS[0] <= self.rerank_length <= LENGTHS[1]:
+            raise PipelineError(f"the cross-encoder reads {LENGTHS[0]} to {LENGTHS[1]} word pieces, not "
+                                f"{self.rerank_length}")
+        if self.rerank_weight is not None:
+            check_weight(self.rerank_weight, PipelineError)
 
     @classmethod
     def parse(cls, name: str, **changes: Any) -> PipelineSettings:
@@ -109,10 +113,10 @@ class PipelineSettings:
                                   f"{', '.join('-' + v for v in WEIGHT_VARIANTS[1:])} (or nothing, the tuned "
                                   f"weights) and then {RESCORE}")
         base = stages.removesuffix(RERANK)
-        if base not in FIRST_STAGES or stages not in (base, base + RERANK):
+        if base not in BASE_SYSTEMS or stages not in (base, base + RERANK):
             raise PipelineError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
                               f"-equal or one perspective and {RESCORE}")
-        search = replace(changes.pop("search", SearchSettings()), **FIRST_STAGES[base])
+        search = replace(changes.pop("search", SearchSettings()), **BASE_SYSTEMS[base])
         return cls(**{"search": search, "rerank": stages.endswith(RERANK), "snippets": variant, "rescore": rescore,
                       **changes})
 
@@ -128,7 +132,7 @@ class PipelineSettings:
         """The system name of these settings (the grammar's), or the mode and field set where no name fits."""
         # Settings naming no field set match a stage naming none or the mode's default ("bm25" is text).
         fields = (self.search.fields,) if self.search.fields else (None, self.search.field_set)
-        base = next((n for n, s in FIRST_STAGES.items() if s["mode"] == self.search.mode and s.get("fields") in fields),
+        base = next((n for n, s in BASE_SYSTEMS.items() if s["mode"] == self.search.mode and s.get("fields") in fields),
                     None)
         name = base or f"{self.search.mode}({self.search.field_set})"
         name += RERANK if self.rerank else ""
@@ -140,7 +144,7 @@ class PipelineSettings:
 
 def system_names() -> list[str]:
     """Every first stage, with and without the reranker and snippets."""
-    return [f"{name}{rerank}{snippets}" for name in FIRST_STAGES for rerank in ("", RERANK)
+    return [f"{name}{rerank}{snippets}" for name in BASE_SYSTEMS for rerank in ("", RERANK)
             for snippets in ("", SNIPPETS)]
 
 
@@ -181,34 +185,43 @@ class Pipeline:
     >>> answer.hits[0].id, answer.top_snippets(3)  # doctest: +SKIP
     """
 
-    def __init__(self, settings: PipelineSettings, searcher: Searcher, *,
-                 cross_encoder: CrossEncoder | None = None, snippet_weights: SnippetWeights | None = None) -> None:
+    def __init__(self, settings: PipelineSettings, searcher: Searcher, *, reranker: Reranker | None = None,
+                 snippets: SnippetScorer | None = None) -> None:
+        # Reads nothing and loads nothing: the stages come built (:meth:`build` chooses, opens and loads them), as
+        # Searcher.open reads what a Searcher's constructor does not. Stages the settings ask for and that were not
+        # given are refused, never silently left out.
+        if (settings.rerank and reranker is None) or (settings.snippets is not None and snippets is None):
+            raise PipelineError(f"{settings.name} needs its stages built: open it with Pipeline.build")
         self.settings = settings
-        self.searcher = searcher.with_search(settings.search)
-        self.first = FirstStage(self.searcher, explain=settings.explain)
-        self.reranker = None
-        if settings.rerank:
-            # The cross-encoder and its weight are chosen where the reranker chooses them for every path: a shared
-            # one (eval's pipelines) read at this length, else the settings' model, else the index's own.
-            self.reranker = Reranker.for_index(self.searcher, cross_encoder or settings.reranker,
-                                               precision=settings.precision, device=settings.device,
-                                               depth=settings.rerank_depth,
-                                               weight=settings.rerank_weight, length=settings.rerank_length)
-            cross_encoder = self.reranker.cross_encoder
-        self.snippets = _snippet_stage(self.searcher, settings, cross_encoder, snippet_weights)
-        self.stages: list[Stage] = [s for s in (self.first, self.reranker, self.snippets) if s is not None]
-        # Loaded now, so that no query's time includes loading the encoder.
-        if self.searcher.needs_encoder or (self.snippets is not None and self.snippets.needs_encoder):
-            self.searcher.load()
+        self.searcher = searcher
+        self.first = FirstStage(searcher, explain=settings.explain)
+        self.reranker = reranker
+        self.snippets = snippets
+        self.stages: list[Stage] = [s for s in (self.first, reranker, snippets) if s is not None]
 
     @classmethod
     def build(cls, system: str | PipelineSettings, searcher: Searcher, *, cross_encoder: CrossEncoder | None = None,
               snippet_weights: SnippetWeights | None = None, **changes: Any) -> Pipeline:
-        """The pipeline of a system name (``hybrid+rerank+snippets``) or of settings; ``changes`` set settings
-        fields (``search=SearchSettings(lam=0.1)``, ``rerank_depth=30``). ``cross_encoder`` shares one loaded
-        model between pipelines (``eval`` runs several)."""
+        """The pipeline of a system name (``hybrid+rerank+snippets``) or of settings, its stages opened and its
+        models loaded before any query (so no query's time includes a load); ``changes`` set settings fields
+        (``search=SearchSettings(lam=0.1)``, ``rerank_depth=30``). ``cross_encoder`` shares one loaded model
+        between pipelines (``eval`` runs several)."""
         parse = PipelineSettings.parse if isinstance(system, str) else replace
-        return cls(parse(system, **changes), searcher, cross_encoder=cross_encoder, snippet_weights=snippet_weights)
+        settings = parse(system, **changes)
+        searcher = searcher.with_search(settings.search)
+        reranker = None
+        if settings.rerank:
+            # The cross-encoder and its weight are chosen where the reranker chooses them for every path: a shared
+            # one (eval's pipelines) read at this length, else the settings' model, else the index's own.
+            reranker = Reranker.for_index(searcher, cross_encoder or settings.reranker,
+                                          precision=settings.precision, device=settings.device,
+                                          depth=settings.rerank_depth, weight=settings.rerank_weight,
+                                          length=settings.rerank_length)
+            cross_encoder = reranker.cross_encoder
+        snippets = _snippet_stage(searcher, settings, cross_encoder, snippet_weights)
+        if searcher.needs_encoder or (snippets is not None and snippets.needs_encoder):
+            searcher.load()
+        return cls(settings, searcher, reranker=reranker, snippets=snippets)
 
     @property
     def name(self) -> str:
@@ -275,10 +288,10 @@ class Pipeline:
                 self.log(log, batch, k, single=single)
         return answers
 
-    def requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
+    def sent_requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
         """Every first-stage request for ``query`` as (method and path, body), ready for Dev Tools."""
         depth = max(k, self.reranker.depth) if self.reranker is not None else k
-        return self.searcher.requests(query, depth)
+        return self.searcher.sent_requests(query, depth)
 
     def log(self, log: QueryLog, answers: Sequence[Answer], k: int, *, single: bool = False) -> None:
         """Buffer a query-log record per answer: where and how it was asked, each stage's ms, its top hits; a

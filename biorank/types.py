@@ -32,6 +32,9 @@ def stage_counter(progress: StageProgress | None, stage: str, total: int) -> Adv
     return advance
 
 
+SCORE_PARTS = ("score", "bm25", "dense", "hybrid", "rerank")
+"""A :class:`Hit`'s scores: the final one, then the parts a stage sets where they apply (the page shows them,
+the query log maps them, ``query`` prints them)."""
 PERSPECTIVES = ("relevance", "similarity", "lexical", "metric", "document")
 """The perspectives a snippet is scored from (Rawal & Baral, with the deep-metric scorer of Rosso-Mateus et al. as
 ``metric``), in the order of their weights a1 … a5; the document's score is always last."""

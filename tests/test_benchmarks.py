@@ -82,8 +82,16 @@ def test_every_committed_record_renders_with_its_machine_and_origin() -> None:
         record = suite.read_record(path)
         assert record.keys() >= RECORD_KEYS, path.name
         assert record.get("transcribed_from") or record["machine"]["cpu"] != "not recorded", path.name
-    for name in render.TABLES:
-        assert "`benchmarks/records/" in render.render(name)
+    for name, table in render.TABLES.items():
+        assert ("`benchmarks/records/" in render.render(name)) == table.sourced, name
+
+
+def test_the_benchmark_index_names_every_script_and_every_study_decision() -> None:
+    measurements, studies = render.render("benchmark-index"), render.render("study-index")
+    for module in SCRIPTS:
+        script = module.removeprefix("benchmarks.").replace(".", "/") + ".py"
+        assert f"`{script}`" in measurements + studies, script
+    assert "| — |" not in studies, "a study without a decision in its records"
 
 
 def test_the_repeatable_benchmarks_run_on_two_queries(opensearch_url: str, sample_index: str, tmp_path: Path,

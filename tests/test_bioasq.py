@@ -13,23 +13,25 @@ from click.testing import CliRunner
 
 from biorank.cli.main import cli
 from biorank.evaluation.bioasq import (
-    EVALUATOR_VERSION,
-    EvaluatorQuestion,
-    EvaluatorSnippet,
     GoldenFileError,
     GoldQuestion,
-    OfficialEvaluatorError,
     SnippetSpan,
     document_measures,
-    evaluator_questions,
     mean_measures,
     merge_overlapping,
     official_ap_denominator,
-    official_phase_a,
     pmid,
-    read_evaluator_file,
     read_golden,
     snippet_measures,
+)
+from biorank.evaluation.bioasq_official import (
+    EVALUATOR_VERSION,
+    EvaluatorQuestion,
+    EvaluatorSnippet,
+    OfficialEvaluatorError,
+    evaluator_questions,
+    official_phase_a,
+    read_evaluator_file,
 )
 from biorank.evaluation.phase_a import read_submission
 

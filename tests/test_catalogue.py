@@ -16,7 +16,8 @@ from biorank.cli import cli
 from biorank.demo import sample_path
 from biorank.downloads import sha256_of
 from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
-from biorank.models.encoder import Encoder, model_identity
+from biorank.models.encoder import Encoder
+from biorank.models.names import model_identity
 from biorank.models.prefixes import Prefixes, folder_prefixes
 from biorank.models.runtime import FILES, WEIGHTS_SUFFIX, Manifest
 from biorank.retrieval.searcher import QueryError, Searcher, SearchSettings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -13,13 +14,18 @@ from opensearchpy import OpenSearch
 from biorank.cluster.artifacts import ENGINES
 from biorank.demo import sample_path
 from biorank.indexer.readers import read_records
-from biorank.retrieval.requests import KNN_SCORE, exact_hybrid_query
+from biorank.retrieval.clauses import KNN_SCORE, hybrid_query
 from biorank.store.mappings.documents import IndexSettings, index_settings
 from biorank.store.mappings.fields import knn_vector
 from biorank.store.server import bm25_similarity
 
 # Run on the second engine version too (README's test command).
 pytestmark = pytest.mark.engines
+
+
+def exact_hybrid_query(text: str, vector: Sequence[float], *, lam: float) -> dict:
+    """The exact hybrid over every entry of the test's plain index, a ``match`` on ``text`` its BM25 part."""
+    return hybrid_query({"match": {"text": text}}, vector, lam=lam)
 
 
 def test_knn_plugin_is_installed(opensearch: OpenSearch) -> None:

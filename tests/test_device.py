@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from biorank.cli import cli
 from biorank.models.cross_encoder import CrossEncoder
-from biorank.models.device import DeviceError, check_device, check_precision, has_gpu, length_batches, resolve_device
 from biorank.models.encoder import PACKAGED_MODEL, Encoder
+from biorank.models.placement import DeviceError, check_device, check_precision, has_gpu, length_batches, resolve_device
 from biorank.models.shipped import SHIPPED_RERANKER
 
 ABSENT_GPUS = ["cuda:64", *([] if has_gpu() else ["cuda"])]
@@ -47,7 +47,8 @@ def test_index_on_a_gpu_that_is_not_there_is_one_line_before_the_corpus_or_the_c
 
 
 @pytest.mark.parametrize("command", [["query", "statins"], ["search", "--queries", "Q", "--output", "RUN"],
-                                     ["serve"], ["demo"], ["reindex-vectors", "--model", PACKAGED_MODEL]])
+                                     ["serve"], ["demo"], ["reindex-vectors", "--model", PACKAGED_MODEL],
+                                     ["train-reranker", "--queries", "Q", "--qrels", "Q", "--out", "RUN"]])
 def test_every_neural_command_checks_biorank_device_first(command: list[str], tmp_path: Path) -> None:
     """BIORANK_DEVICE is read like --device; the check comes before the cluster is asked (it is not there)."""
     (tmp_path / "Q").write_text("1\tstatins\n")

@@ -14,14 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biorank.models.encoder import (
-    PACKAGED_MODEL,
-    Encoder,
-    ModelNotInstalled,
-    model_identity,
-    packaged_model_dir,
-    resolve_model,
-)
+from biorank.models.encoder import PACKAGED_MODEL, Encoder
+from biorank.models.names import ModelNotInstalled, model_identity, packaged_model_dir, resolve_model
 
 PRION_CLAIM_ID = "2"  # "1 in 5 million in UK have abnormal PrP positivity."
 PRION_ABSTRACT_ID = "13734012"  # the claim's cited abstract: a survey of prion protein in appendixes
@@ -179,8 +173,8 @@ def test_bf16_stays_close_to_fp32(encoder: Encoder, abstracts: dict[str, str]) -
 
 
 def test_auto_precision_is_bf16_where_the_cpu_has_it_and_onnx_runtime_elsewhere() -> None:
-    from biorank.models.encoder import cpu_flags
     from biorank.models.extras import installed
+    from biorank.models.placement import cpu_flags
 
     native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
     light = installed("openvino") and not installed("torch")

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from biorank.models.cross_encoder import CrossEncoder
+from biorank.models.ensemble import Ensemble, combine
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.pipeline import Pipeline
 from biorank.retrieval.searcher import Searcher
-from biorank.stages.rerank import Ensemble, RerankerError, choose_cross_encoder, combine, index_reranker
+from biorank.stages.rerank import RerankerError, choose_cross_encoder, index_reranker
 from biorank.store.record import IndexRecord
 
 LENGTH = 64

@@ -14,7 +14,7 @@ from biorank.cli import cli
 from biorank.cli.options import pipeline_settings
 from biorank.indexer.readers import read_records
 from biorank.retrieval.filters import FilterError, Filters, parse_years
-from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
+from biorank.retrieval.fusion import min_max_fusion, rrf_fusion
 from biorank.retrieval.modes import MODE_TABLE, Query
 from biorank.retrieval.searcher import MODES, Searcher
 from biorank.store.record import update_record
@@ -146,7 +146,7 @@ def test_every_mode_returns_the_top_k_of_the_filtered_set(
     # Fusions fuse the two filtered lists: ranks and min-max within the filtered set.
     bm25_side, dense_side = post_filtered("bm25", fields="passage"), post_filtered("dense-exact")
     assert [h.id for h in filtered("rrf")] == [h.id for h in rrf_fusion(bm25_side, dense_side, k=k)]
-    assert [h.id for h in filtered("minmax")] == [h.id for h in minmax_fusion(bm25_side, dense_side, k=k)]
+    assert [h.id for h in filtered("minmax")] == [h.id for h in min_max_fusion(bm25_side, dense_side, k=k)]
     if neural_search:
         assert len(filtered("os-hybrid")) == min(k, len(keep))
 

@@ -27,7 +27,8 @@ from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
 from biorank.config import ConnectionSettings
 from biorank.demo import sample_path
 from biorank.indexer.indexer import Indexer, IndexOptions
-from biorank.models.encoder import Encoder, packaged_model_dir
+from biorank.models.encoder import Encoder
+from biorank.models.names import packaged_model_dir
 from biorank.store.client import connect
 from biorank.store.indices import sentences_index_name
 from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS

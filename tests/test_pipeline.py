@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
-from biorank.pipeline import FIRST_STAGES, PipelineError, PipelineSettings, system_names
+from biorank.pipeline import BASE_SYSTEMS, PipelineError, PipelineSettings, system_names
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CLAIMS = "scifact/claims_train.jsonl"
@@ -178,7 +178,7 @@ def _pinned_figures(opensearch: OpenSearch, index: str, shared_data: Path, out: 
 def test_pinned_figures_of_every_system_on_the_sample(opensearch: OpenSearch, fp32_sample: str, shared_data: Path,
                                                       tmp_path: Path, neural_search: bool) -> None:
     """The same figures on every engine version: os-hybrid where the cluster has neural-search."""
-    first = [s for s in FIRST_STAGES if neural_search or s != "os-hybrid"]
+    first = [s for s in BASE_SYSTEMS if neural_search or s != "os-hybrid"]
     # Snippets without the relevance perspective: the cross-encoder is pinned once, below, not per engine.
     systems = (*first, "hybrid+snippets-similarity", "hybrid+snippets-lexical", "hybrid+snippets-lexical+rescore")
     figures = _pinned_figures(opensearch, fp32_sample, shared_data, tmp_path, 100, systems)

@@ -18,7 +18,7 @@ from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.retrieval.searcher import Searcher
 from biorank.stages.rerank import DEFAULT_WEIGHT, Reranker, fetch_texts, index_reranker, index_weight, reorder
 from biorank.store.record import IndexRecord
-from biorank.training.loop import training_device
+from biorank.training.loop import training_placement
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.reranker import (
     Group,
@@ -347,7 +347,7 @@ def test_groups_in_one_step_lose_what_they_lose_one_by_one(tiny_reranker: Path) 
 @pytest.mark.parametrize("device", ["gpu", "cuda:x", "mps"])
 def test_a_device_torch_cannot_train_on_is_refused_in_one_line(device: str) -> None:
     with pytest.raises(TrainingError, match="use auto, cpu, cuda or cuda:N"):
-        training_device(device)
+        training_placement("fp32", device)
 
 
 def test_an_index_without_a_reranker_reranks_with_the_shipped_one() -> None:

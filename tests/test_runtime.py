@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biorank.models.encoder import PACKAGED_MODEL, Encoder, auto_precision, packaged_model_dir
+from biorank.models.encoder import PACKAGED_MODEL, Encoder
+from biorank.models.names import packaged_model_dir
+from biorank.models.placement import Placement
 from biorank.models.runtime import FILES, WEIGHTS_SUFFIX, Manifest, cache_folder, cached, physical_cores
 
 
@@ -48,7 +50,7 @@ def test_int8_stays_near_fp32_but_outside_the_vector_limit(fp32: Encoder, texts:
     int8 = Encoder(PACKAGED_MODEL, precision="int8")
     found = cosines(int8.encode(texts), fp32.encode(texts))
     assert found.mean() > 0.99 and found.min() > 0.97
-    assert found.mean() < 0.9999, "int8 now matches fp32: auto_precision's choice should be measured again"
+    assert found.mean() < 0.9999, "int8 now matches fp32: what auto chooses should be measured again"
 
 
 def test_openvino_runs_the_fp32_graph_within_the_vector_limit(fp32: Encoder, texts: list[str]) -> None:
@@ -85,8 +87,8 @@ def test_a_batch_is_padded_to_its_longest_text_only(texts: list[str]) -> None:
 
 
 def test_queries_run_in_onnx_runtime_by_default() -> None:
-    assert auto_precision("queries") == "onnx"
-    assert auto_precision("documents") in ("onnx", "openvino", "bf16")
+    assert Placement.choose("auto", None, "queries").name == "onnx"
+    assert Placement.choose("auto", None, "documents").name in ("onnx", "openvino", "bf16")
     assert physical_cores() >= 1
 
 

@@ -14,12 +14,13 @@ from opensearchpy import OpenSearch
 
 from biorank.cli import cli
 from biorank.errors import BiorankError
-from biorank.models.encoder import Encoder, packaged_model_dir
-from biorank.pipeline import FIRST_STAGES
+from biorank.models.encoder import Encoder
+from biorank.models.names import packaged_model_dir
+from biorank.pipeline import BASE_SYSTEMS
+from biorank.retrieval.clauses import KNN_SCORE
 from biorank.retrieval.filters import Filters
-from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
+from biorank.retrieval.fusion import min_max_fusion, rrf_fusion
 from biorank.retrieval.modes import MODE_TABLE, Query
-from biorank.retrieval.requests import KNN_SCORE
 from biorank.retrieval.searcher import MODES, QueryError, Searcher, SearchSettings
 from biorank.store.record import IndexMismatch, check_record
 from biorank.types import Hit
@@ -133,7 +134,7 @@ def test_rrf_and_minmax_match_hand_computed_examples() -> None:
     assert [h.id for h in fused] == ["a", "c", "b", "d"]
     assert [h.score for h in fused] == pytest.approx([1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62, 1 / 63])
     assert fused[0].bm25 == 9.0 and fused[0].dense == 0.6 and fused[2].dense is None
-    mm = minmax_fusion(bm25, dense, k=4)
+    mm = min_max_fusion(bm25, dense, k=4)
     # bm25 → a 1, b .5, c 0; dense → c 1, a .5, d 0; mean with missing = 0.
     assert [(h.id, h.score) for h in mm] == [("a", pytest.approx(0.75)), ("c", pytest.approx(0.5)),
                                              ("b", pytest.approx(0.25)), ("d", pytest.approx(0.0))]
@@ -142,7 +143,7 @@ def test_rrf_and_minmax_match_hand_computed_examples() -> None:
 def test_user_text_never_changes_the_script(opensearch, sample_index, default_encoder) -> None:
     for mode in ("hybrid", "hybrid-approx"):
         searcher = _searcher(opensearch, sample_index, default_encoder, mode=mode)
-        final = searcher.requests(HOSTILE, k=5)[-1][1]
+        final = searcher.sent_requests(HOSTILE, k=5)[-1][1]
         script, text, lam = _hybrid_parts(final["query"])
         assert script["lang"] == "knn" and script["source"] == KNN_SCORE
         assert set(script["params"]) == {"field", "query_value", "space_type"} and HOSTILE not in json.dumps(script)
@@ -272,7 +273,7 @@ def test_an_index_built_with_a_local_model_is_searched_with_that_model(
 
 
 def test_request_bodies_are_built_offline_with_user_text_only_as_match_text_and_params() -> None:
-    from biorank.retrieval.requests import text_query
+    from biorank.retrieval.clauses import text_query
 
     text = 'statins"; return 1e9; //'
     query = Query("q", text, [0.5, 0.5])
@@ -352,7 +353,7 @@ def test_searchers_and_snippet_scorers_are_built_without_a_cluster() -> None:
 
 REQUEST_CASES = {name: {**stage, **({"candidates": 15} if stage["mode"] in ("hybrid-approx", "rrf", "minmax",
                                                                           "os-hybrid") else {})}
-                 for name, stage in FIRST_STAGES.items()} | {
+                 for name, stage in BASE_SYSTEMS.items()} | {
     "bm25-title+abstract": {"mode": "bm25", "fields": "title+abstract"},
     "minmax": {"mode": "minmax", "candidates": 15, "fields": "title+abstract"},
     "hybrid-lam": {"mode": "hybrid", "lam": 0.25},
@@ -398,7 +399,7 @@ def test_every_mode_sends_the_same_requests_as_before_its_class(opensearch, samp
                 sent = [(f"GET {sample_index}/_search?allow_partial_search_results=false&search_type="
                          f"dfs_query_then_fetch", r.body) for r in mode.requests([Query("q", query, vectors[i])], 10)]
             else:
-                sent = searcher.requests(query, 10)
+                sent = searcher.sent_requests(query, 10)
             got = [[path.replace(sample_index, "<index>"), _vectors_named(body, vectors)] for path, body in sent]
             assert json.dumps(got) == json.dumps(expected[f"{name} / {i}"]), f"{name} / {i}"
 
@@ -443,7 +444,7 @@ def test_hybrid_takes_the_candidate_union_over_an_index_larger_than_its_exact_li
     assert routed.route == "hybrid-approx" and f"{routed.blocks:,} blocks" in routed.route_note
     assert [(h.id, h.score) for h in routed.search(QUERY, 10)] == [(h.id, h.score) for h in approx.search(QUERY, 10)]
     # The BM25 list, the kNN list, then the union scored; the exact hybrid is one request over every block.
-    assert len(routed.requests(QUERY, 10)) == 3 and len(exact.requests(QUERY, 10)) == 1
+    assert len(routed.sent_requests(QUERY, 10)) == 3 and len(exact.sent_requests(QUERY, 10)) == 1
 
     runner = CliRunner()
     shown = runner.invoke(cli, ["--url", opensearch_url, "query", QUERY, "--index", sample_index, "--exact-limit",

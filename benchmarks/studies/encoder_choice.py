@@ -36,7 +36,7 @@ from biorank.evaluation.measures import evaluate, run_from_hits
 from biorank.evaluation.splits import split_judged
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.reindex import reencode_index
-from biorank.models.encoder import model_prefixes
+from biorank.models.names import model_prefixes
 from biorank.models.prefixes import BGE_QUERY_INSTRUCTION
 from biorank.retrieval.searcher import encode_queries
 from biorank.tuning.grid import best_setting

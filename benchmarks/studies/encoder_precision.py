@@ -25,7 +25,8 @@ import numpy as np
 
 from benchmarks import suite
 from biorank import Encoder
-from biorank.models.encoder import PACKAGED_MODEL, PRECISIONS
+from biorank.models.encoder import PACKAGED_MODEL
+from biorank.models.placement import PRECISIONS
 
 COLUMNS = suite.columns(("precision", "precision"), ("passages_per_s", "passages/s", ".1f"),
                         ("claims_per_s", "claims/s", ".1f"), ("load_s", "load s", ".1f"),

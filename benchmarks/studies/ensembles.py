@@ -75,7 +75,8 @@ def report(args: argparse.Namespace) -> None:
     """Each member alone and the ensemble by each rule, at its tuned weight, against the first member alone."""
     from biorank.evaluation.measures import evaluate, run_from_hits
     from biorank.evaluation.report import SIGNIFICANCE_LEVEL, evaluate_runs
-    from biorank.stages.rerank import ENSEMBLE_RULES, combine, reorder
+    from biorank.models.ensemble import ENSEMBLE_RULES, combine
+    from biorank.stages.rerank import reorder
     from biorank.tuning.grid import best_setting
     from biorank.tuning.rerank_weight import WEIGHT_GRID
     from biorank.types import Hit

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from biorank.models.cross_encoder import load_cross_encoder
-    from biorank.training.loop import use_bf16
+    from biorank.training.loop import training_placement
     from biorank.training.reranker import Group, groups_loss
 
     suite.header(f"bases {args.bases}; {args.steps} steps of one group of 21")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     for base in args.bases.split(","):
         model, tokenizer = load_cross_encoder(base, fresh_head=True)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        bf16 = use_bf16("auto", "cpu")
+        bf16 = training_placement("auto", "cpu").precision == "bf16"
         seconds = []
         for _ in range(args.steps):
             started = time.perf_counter()

@@ -136,7 +136,7 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
     searcher = options.searcher(settings, index_name, device=device)
     system_settings = options.pipeline_settings(searcher, device=device,
                                                 **rerank_options).with_system(with_snippets(system))
-    pipeline = Pipeline(system_settings, searcher)
+    pipeline = Pipeline.build(system_settings, searcher)
     for note in pipeline.notes:
         echo(f"note: {note}")
     with record_progress(pipeline.name, len(questions) * len(pipeline.stages), "queries") as advance:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,10 +16,13 @@ from biorank.config import MAX_RECORD_BYTES, ConnectionSettings
 from biorank.indexer.readers import FORMATS
 from biorank.models.encoder import DEFAULT_MODEL
 
+if TYPE_CHECKING:
+    from biorank.store.mappings.documents import IndexSettings
+
 
 def _reading_options(command):
     """What ``index`` and ``encode`` share: how the input is read, split and encoded (equal settings, equal vectors)."""
-    for option in reversed([
+    return options.apply(command, [
         click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False)),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
                      help="Input format; auto looks at the file name and first record."),
@@ -36,9 +41,31 @@ def _reading_options(command):
         click.option("--no-sentences", is_flag=True, help="Skip the sentences (no snippets later)."),
         click.option("--max-record-bytes", type=click.IntRange(1), show_default=True, default=MAX_RECORD_BYTES,
                      help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed."),
-    ]):
-        command = option(command)
-    return command
+    ])
+
+
+def _new_index_options(command):
+    """How a new index is built: shards, replicas and BM25's parameters, given to the command as one
+    ``index_settings`` (:class:`~biorank.store.mappings.documents.IndexSettings`, whose defaults they show)."""
+    from biorank.store.mappings.documents import IndexSettings
+
+    @functools.wraps(command)
+    def with_index_settings(*args, shards: int, replicas: int, k1: float, b: float, **kwargs):
+        return command(*args, index_settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b), **kwargs)
+
+    def shown(name: str):
+        return options.default(IndexSettings, name)
+
+    return options.apply(with_index_settings, [
+        click.option("--shards", type=click.IntRange(1), default=shown("shards"), show_default=True,
+                     help="Primary shards of a new index."),
+        click.option("--replicas", type=click.IntRange(0), default=shown("replicas"), show_default=True,
+                     help="Replicas of a new index."),
+        click.option("--k1", type=click.FloatRange(0), default=shown("k1"), show_default=True,
+                     help="BM25 k1 of a new index."),
+        click.option("--b", "b", type=click.FloatRange(0, 1), default=shown("b"), show_default=True,
+                     help="BM25 b of a new index."),
+    ])
 
 
 @cli.command()
@@ -46,10 +73,7 @@ def _reading_options(command):
 @options.index_option()
 @click.option("--recreate", is_flag=True,
               help="Delete the indices first and index everything anew (never through an alias: name the index).")
-@click.option("--shards", type=click.IntRange(1), default=1, show_default=True, help="Primary shards of a new index.")
-@click.option("--replicas", type=click.IntRange(0), default=0, show_default=True, help="Replicas of a new index.")
-@click.option("--k1", type=click.FloatRange(0), default=0.9, show_default=True, help="BM25 k1 of a new index.")
-@click.option("--b", "b", type=click.FloatRange(0, 1), default=0.4, show_default=True, help="BM25 b of a new index.")
+@_new_index_options
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
 @click.option("--vectors", "vectors_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -60,9 +84,9 @@ def _reading_options(command):
 @click.pass_obj
 def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
           title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
-          no_sentences: bool, recreate: bool, shards: int, replicas: int, k1: float, b: float,
-          rejects: Path | None, max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None,
-          vectors_dir: Path | None, device: str, sentence_vectors: str | None, follow_alias: bool) -> None:
+          no_sentences: bool, recreate: bool, index_settings: IndexSettings, rejects: Path | None,
+          max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None, vectors_dir: Path | None,
+          device: str, sentence_vectors: str | None, follow_alias: bool) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
@@ -87,7 +111,6 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     from biorank.indexer.indexer import Indexer, IndexOptions
     from biorank.indexer.readers import estimate_records
     from biorank.store.indices import concrete_index
-    from biorank.store.mappings.documents import IndexSettings
 
     vectors = encoder = None
     if vectors_dir is not None:
@@ -116,7 +139,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     index_options = IndexOptions(
         index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
         sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
-        max_record_bytes=max_record_bytes, settings=IndexSettings(shards=shards, replicas=replicas, k1=k1, b=b),
+        max_record_bytes=max_record_bytes, settings=index_settings,
         sentence_vectors=sentence_vectors, follow_alias=follow_alias)
     if vectors is None:
         encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
@@ -309,7 +332,8 @@ def _summarise(index_name: str, report) -> None:
 
 def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None,
                   device: str = "auto"):
-    from biorank.models.encoder import Encoder, model_prefixes
+    from biorank.models.encoder import Encoder
+    from biorank.models.names import model_prefixes
 
     options.fetch_model(model)
     echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
     from biorank.pipeline import PipelineSettings
-    from biorank.retrieval.searcher import Searcher
+    from biorank.retrieval.searcher import Searcher, SearchSettings
     from biorank.store.query_log import QueryLog
 
 MODE_HELP = ("bm25 | dense (kNN on HNSW) | dense-exact | hybrid (exact λ·BM25 + ⟨q,p⟩ over every block, or over "
@@ -102,7 +102,7 @@ PRECISION_HELP = ("fp32/bf16 (and fp16 on a GPU) run in torch (pip install 'bior
 
 
 def precision_option(command: Callable) -> Callable:
-    from biorank.models.encoder import PRECISIONS
+    from biorank.models.placement import PRECISIONS
 
     return click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
                         help=f"The encoder's backend (of documents, or of queries): {PRECISION_HELP}")(command)
@@ -121,32 +121,37 @@ def sentence_vectors_option(command: Callable) -> Callable:
 
 
 def _device_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from biorank.models.device import DEVICE_HELP, DEVICE_PATTERN
+    from biorank.models.placement import DEVICE_HELP, DEVICE_PATTERN
 
     if not DEVICE_PATTERN.fullmatch(value):
         raise click.BadParameter(f"{value!r}: use {DEVICE_HELP}", ctx=ctx, param=param)
     return value
 
 
-def device_option(command: Callable) -> Callable:
+DEVICE_OPTION_HELP = (
+    "Where the encoder and the cross-encoder run: auto takes a GPU where torch is installed and sees one (queries "
+    "are still encoded in ONNX Runtime on the CPU unless a GPU is named: it starts without torch), else the CPU; on "
+    "a GPU the models run in torch, bf16 where it computes bf16 natively, else fp16 (docs/concepts/precision.md) "
+    "[env: BIORANK_DEVICE].")
+
+
+def device_option(command: Callable | None = None, *, help: str = DEVICE_OPTION_HELP) -> Callable:
     """``--device`` (env BIORANK_DEVICE): where every model of the command runs. The command gets it checked
-    (:func:`~biorank.models.device.check_device`, with its ``precision`` and ``rerank_precision`` where it has
-    them) before it does anything: a GPU that is not there is one line, not a corpus read or a cluster asked."""
+    (:func:`~biorank.models.placement.check_device`, with its ``precision`` and ``rerank_precision`` where it has
+    them) before it does anything: a GPU that is not there is one line, not a corpus read or a cluster asked.
+    ``@device_option(help=...)`` says what runs there in the command's own words."""
+    if command is None:
+        return lambda command: device_option(command, help=help)
 
     @functools.wraps(command)
     def on_device(*args: Any, device: str, **kwargs: Any) -> Any:
-        from biorank.models.device import check_device
+        from biorank.models.placement import check_device
 
         return command(*args, device=check_device(device, kwargs.get("precision"), kwargs.get("rerank_precision")),
                        **kwargs)
 
-    return click.option(
-        "--device", default="auto", show_default=True, envvar="BIORANK_DEVICE", callback=_device_name,
-        metavar="auto|cpu|cuda|cuda:N",
-        help="Where the encoder and the cross-encoder run: auto takes a GPU where torch is installed and sees one "
-             "(queries are still encoded in ONNX Runtime on the CPU unless a GPU is named: it starts without "
-             "torch), else the CPU; on a GPU the models run in torch, bf16 where it computes bf16 natively, else "
-             "fp16 (docs/concepts/precision.md) [env: BIORANK_DEVICE].")(on_device)
+    return click.option("--device", default="auto", show_default=True, envvar="BIORANK_DEVICE",
+                        callback=_device_name, metavar="auto|cpu|cuda|cuda:N", help=help)(on_device)
 
 
 def prefix_options(command: Callable) -> Callable:
@@ -163,10 +168,18 @@ def prefix_options(command: Callable) -> Callable:
 
 
 def search_options(command: Callable) -> Callable:
-    """The options of the first stage, for every command that runs one."""
+    """The options of the first stage, for every command that runs one: the command gets ``index_name`` and one
+    ``search`` (:class:`~biorank.retrieval.searcher.SearchSettings`, on the command's ``--device``)."""
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
 
-    return apply(command, [
+    @functools.wraps(command)
+    def with_search(*args: Any, mode: str, lam: float | None, fields: str | None, candidates: int, exact_limit: int,
+                    precision: str, filters: Filters, **kwargs: Any) -> Any:
+        search = SearchSettings(mode=mode, lam=lam, fields=fields, candidates=candidates, exact_limit=exact_limit,
+                                precision=precision, filters=filters, device=kwargs.get("device", "auto"))
+        return command(*args, search=search, **kwargs)
+
+    return apply(with_search, [
         index_option(),
         click.option("--mode", type=click.Choice(MODES), default=default(SearchSettings, "mode"), show_default=True,
                      help=MODE_HELP),
@@ -180,7 +193,7 @@ def search_options(command: Callable) -> Callable:
                      show_default=True,
                      help="hybrid scores every block of an index up to this many blocks; over a larger one "
                           f"it scores the union of the BM25 and kNN top {default(SearchSettings, 'union_candidates')} "
-                          "(hybrid-approx's route: the same top 10 where measured, ~2x faster at 100K blocks), which "
+                          "(hybrid-approx's route: the same top 10 where measured, faster), which "
                           "--show-query and `stats` say. A huge value keeps it exact everywhere."),
         precision_option,
         filter_options,
@@ -213,10 +226,10 @@ def filter_options(command: Callable) -> Callable:
 
 def rerank_options(command: Callable) -> Callable:
     """The options of the cross-encoder stage, for every command that can rerank."""
-    from biorank.stages.rerank import DEFAULT_WEIGHT
+    from biorank.stages.rerank import DEFAULT_WEIGHT, WEIGHT_RANGE
 
     return reranker_options(click.option(
-        "--rerank-weight", type=click.FloatRange(0, 1), default=None,
+        "--rerank-weight", type=click.FloatRange(*WEIGHT_RANGE), default=None,
         help="The cross-encoder's share of the final score, the first stage's the rest (both min-max normalised "
              "over the reranked hits); 1 orders by the cross-encoder alone [default: the index's, from "
              f"tune-rerank, else {DEFAULT_WEIGHT:g}].")(command))
@@ -224,7 +237,8 @@ def rerank_options(command: Callable) -> Callable:
 
 def reranker_options(command: Callable) -> Callable:
     """Which cross-encoder reranks, how deep and on which backend (``tune-rerank`` takes these, not the weight)."""
-    from biorank.models.cross_encoder import PRECISIONS
+    from biorank.models.cross_encoder import LENGTHS
+    from biorank.models.placement import PRECISIONS
     from biorank.pipeline import PipelineSettings
 
     return apply(command, [
@@ -236,7 +250,7 @@ def reranker_options(command: Callable) -> Callable:
         click.option("--rerank-depth", type=click.IntRange(1, 1000),
                      default=default(PipelineSettings, "rerank_depth"), show_default=True,
                      help="How many first-stage hits the cross-encoder reorders."),
-        click.option("--rerank-length", type=click.IntRange(8, 512),
+        click.option("--rerank-length", type=click.IntRange(*LENGTHS),
                      default=default(PipelineSettings, "rerank_length"), show_default=True,
                      help="Word pieces of query + title + abstract the cross-encoder reads; most abstracts are "
                           "longer than 256. 512 reads nearly all of them whole, in 2.5x the time "
@@ -289,13 +303,14 @@ def client(settings: ConnectionSettings) -> OpenSearch:
     return connect(settings, echo=echo)
 
 
-def searcher(settings: ConnectionSettings, index_name: str, **search: Any) -> Searcher:
-    """The searcher of ``index_name`` with first-stage settings ``search`` (mode, lam, fields, candidates,
-    precision, device)."""
+def searcher(settings: ConnectionSettings, index_name: str, search: SearchSettings | None = None,
+             **changes: Any) -> Searcher:
+    """The searcher of ``index_name`` with first-stage settings ``search`` (:func:`search_options`' own, else the
+    defaults), ``changes`` setting some of their fields (mode, fields, precision, device)."""
     from biorank.retrieval.searcher import Searcher, SearchSettings
 
-    given = {key: value for key, value in search.items() if value is not None}
-    found = Searcher.open(client(settings), index_name, SearchSettings(**given))
+    given = {key: value for key, value in changes.items() if value is not None}
+    found = Searcher.open(client(settings), index_name, replace(search or SearchSettings(), **given))
     if found.needs_encoder:
         fetch_model(found.record.encoder_source)
     return found

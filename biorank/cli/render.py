@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from biorank.types import SCORE_PARTS
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -118,7 +120,7 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[obj
 def hits_table(hits: Sequence[Hit], title: str) -> Table:
     """Rank, id, every score part that applies (an ensemble's members as ``rerank 1``, ``rerank 2``… after its
     combined ``rerank``), and the title."""
-    parts = [name for name in ("bm25", "dense", "hybrid", "rerank") if any(getattr(h, name) is not None for h in hits)]
+    parts = [name for name in SCORE_PARTS[1:] if any(getattr(h, name) is not None for h in hits)]
     # The final score gets a column of its own only where it is not one of the parts (the fusions).
     if any(all(h.score != getattr(h, name) for name in parts) for h in hits):
         parts.append("score")

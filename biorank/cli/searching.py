@@ -22,7 +22,7 @@ from biorank.cli.render import (
 from biorank.config import ConnectionSettings
 
 if TYPE_CHECKING:
-    from biorank.retrieval.filters import Filters
+    from biorank.retrieval.searcher import SearchSettings
 
 
 @cli.command()
@@ -78,10 +78,9 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
               "sentences (implies --snippets).")
 @options.log_option
 @click.pass_obj
-def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, lam: float | None,
-          fields: str | None, candidates: int, exact_limit: int, precision: str, filters: Filters, k: int,
-          as_json: bool, show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
-          device: str, **rerank_options: object) -> None:
+def query(settings: ConnectionSettings, text: str, index_name: str, search: SearchSettings, k: int, as_json: bool,
+          show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool, device: str,
+          **rerank_options: object) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
     \b
@@ -96,9 +95,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 
     from biorank.pipeline import Pipeline
 
-    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                exact_limit=exact_limit, precision=precision, filters=filters, device=device)
-    pipeline = Pipeline(options.pipeline_settings(
+    searcher = options.searcher(settings, index_name, search)
+    pipeline = Pipeline.build(options.pipeline_settings(
         searcher, device=device, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
         highlight=True, explain=explain, **rerank_options), searcher)
     notes = pipeline.notes
@@ -107,7 +105,7 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
             # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
             say(f"# {pipeline.searcher.route_note}")
             notes.remove(pipeline.searcher.route_note)
-        for request, body in pipeline.requests(text, k):
+        for request, body in pipeline.sent_requests(text, k):
             say(f"{request}\n{json.dumps(body, indent=2)}\n")
     for note in notes:
         echo(f"note: {note}")
@@ -119,8 +117,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
         parts = [f"λ = {pipeline.searcher.lam:g}"] if pipeline.searcher.settings.mode_class.weighs_lambda else []
         if searcher.needs_encoder:
             parts.append(f"encoder {searcher.record.model}")
-        if filters:
-            parts.append(f"only {filters.describe()}")
+        if search.filters:
+            parts.append(f"only {search.filters.describe()}")
         console().print(hits_table(answer.hits, f"{pipeline.name} top {k} in {index_name}" + (
             f" ({'; '.join(parts)})" if parts else "")))
         if answer.snippets is not None:
@@ -140,22 +138,20 @@ def query(settings: ConnectionSettings, text: str, index_name: str, mode: str, l
 @options.device_option
 @options.log_option
 @click.pass_obj
-def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, mode: str,
-           lam: float | None, fields: str | None, candidates: int, exact_limit: int, precision: str,
-           filters: Filters, k: int, no_log: bool, device: str) -> None:
+def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, search: SearchSettings,
+           k: int, no_log: bool, device: str) -> None:
     """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
     from biorank.evaluation.runs import write_trec
     from biorank.evaluation.topics import read_queries
     from biorank.pipeline import Pipeline
 
     queries = read_queries(queries_path)
-    searcher = options.searcher(settings, index_name, mode=mode, lam=lam, fields=fields, candidates=candidates,
-                                exact_limit=exact_limit, precision=precision, filters=filters, device=device)
-    pipeline = Pipeline(options.pipeline_settings(searcher, device=device), searcher)
+    searcher = options.searcher(settings, index_name, search)
+    pipeline = Pipeline.build(options.pipeline_settings(searcher, device=device), searcher)
     for note in pipeline.notes:
         echo(f"note: {note}")
     with record_progress(pipeline.name, len(queries), "queries") as advance:
         answers = pipeline.run(queries, k, progress=advance,
                                log=options.query_log(settings, searcher.client, "search", no_log))
-    lines = write_trec(output, {q: a.hits for q, a in answers.items()}, tag=f"biorank-{mode}")
+    lines = write_trec(output, {q: a.hits for q, a in answers.items()}, tag=f"biorank-{search.mode}")
     say(f"{len(answers)} queries, {lines} lines written to {output}")

@@ -13,12 +13,15 @@ from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, say, stage_progress, table
 from biorank.config import ConnectionSettings
+from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, LENGTHS
 from biorank.models.encoder import DEFAULT_MODEL
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.types import stage_counter
 
 if TYPE_CHECKING:
-    from biorank.training.reranker import PreparedTraining, RerankerTraining
+    from biorank.retrieval.searcher import Searcher
+    from biorank.training.reranker import PreparedTraining, RerankerTraining, RerankerTrainingReport
+    from biorank.training.supervision import Supervision
 
 
 @cli.command("train-reranker")
@@ -61,12 +64,11 @@ if TYPE_CHECKING:
               help="Which epoch --out holds: the best on the dev split, or the last (when the dev split is too "
                    "small to choose by).")
 @click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=5e-5, show_default=True)
-@click.option("--max-length", type=click.IntRange(8, 512), default=256, show_default=True,
+@click.option("--max-length", type=click.IntRange(*LENGTHS), default=DEFAULT_MAX_LENGTH, show_default=True,
               help="Word pieces of query + document.")
 @click.option("--groups-per-step", type=click.IntRange(1), default=1, show_default=True,
               help="Positives (each with its negatives) in one optimiser step. 1 suits a CPU (8 groups of 21 texts "
-                   "at 256 pieces take over 20 GB of memory there); on a GPU 8 keep it busy (an H200 trains 4,241 "
-                   "groups of 21 texts in about 40 s).")
+                   "at 256 pieces take over 20 GB of memory there); on a GPU 8 keep it busy.")
 @click.option("--trim-groups", is_flag=True,
               help="Cut the groups of a step to the fewest texts among them instead of padding: fewer pairs a "
                    "step (how the shipped model was trained).")
@@ -77,8 +79,8 @@ if TYPE_CHECKING:
 @click.option("--sentence-dropout", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="Each epoch, leave out every sentence of a training text with this probability (at least one "
                    "kept), a new draw each epoch: no abstract is read twice in the same words.")
-@click.option("--device", default="auto", show_default=True,
-              help="Where to train: auto (a GPU where torch sees one, else the CPU), cpu, cuda or cuda:N.")
+@options.device_option(help="Where to train: auto takes a GPU where torch sees one, else the CPU "
+                            "[env: BIORANK_DEVICE].")
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
 @click.option("--prepare-only", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Gather what training reads from the cluster (groups, dev candidates, their texts) into this "
@@ -114,24 +116,14 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
     model (biorank-reranker; its card in biorank/models/reranker/README.md) came from:
       biorank train-reranker --supervision supervision ... --base-model bge-small-en-v1.5 \\
           --share nfcorpus=0.25 --groups-per-step 8 --trim-groups --epochs 5 --keep last
-    Training for unseen documents (issue 44; a GPU session: docs/measurements/training.md has the arithmetic):
+    Training for unseen documents (a GPU session: docs/measurements/training.md has the arithmetic):
       biorank train-reranker --supervision supervision ... --synthetic ../shared/data/scifact/corpus.jsonl \\
           --negatives-stage hybrid --negatives-from-top 20 --groups-per-step 8 --trim-groups --epochs 2
     Where the GPU cannot reach the cluster, prepare here and train there (the recipe's other options there):
       biorank train-reranker --supervision supervision ... --prepare-only training.xz
       biorank train-reranker --prepared training.xz --out models/reranker --groups-per-step 8 --trim-groups
     """
-    from biorank.evaluation.topics import read_qrels, read_queries
-    from biorank.models.extras import require_torch
-    from biorank.store.record import store_reranker
-    from biorank.training.reranker import (
-        PreparedTraining,
-        RerankerTraining,
-        prepare_training,
-        train_prepared,
-        train_reranker,
-    )
-    from biorank.training.supervision import read
+    from biorank.training.reranker import RerankerTraining
 
     if prepared is not None:
         given = [name for name, value in (("--queries", queries_path), ("--qrels", qrels_path),
@@ -145,38 +137,78 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
         raise click.UsageError("--out is required (the folder for the model), unless --prepare-only")
     kinds = tuple(k.strip() for k in synthetic_kinds.split(",") if k.strip())
     config = RerankerTraining(max_steps=max_steps, seed=seed, synthetic_kinds=kinds, **recipe)
-    if prepare_only is None:
-        require_torch("train-reranker")  # before the cluster is asked anything
+    # Each flow is one function: from a prepared file, into one, or both beside the cluster.
     if prepared is not None:
-        made = PreparedTraining.load(prepared)
-        _refuse_other_preparation(made, config, prepared)
-        with stage_progress() as progress:
-            report = train_prepared(made, out, config, progress=progress, log=echo)
+        _train_from_file(prepared, out, config)
+    elif prepare_only is not None:
+        _prepare(settings, (queries_path, qrels_path), index_name, supervision, prepare_only, config)
     else:
-        searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
-        topics = read_queries(queries_path), read_qrels(qrels_path)
-        gathered = read(supervision) if supervision else None
-        with stage_progress() as progress:
-            if prepare_only is not None:
-                made = prepare_training(searcher, *topics, config, supervision=gathered, progress=progress, log=echo)
-                made.save(prepare_only)
-                say(f"{len(made.groups)} groups ({made.synthetic} self-supervised) and "
-                           f"{len(made.dev_queries)} dev queries' candidates in {prepare_only} "
-                           f"({prepare_only.stat().st_size / 1e6:.1f} MB); train from it with "
-                           f"`biorank train-reranker --prepared {prepare_only} --out FOLDER`")
-                return
-            report = train_reranker(searcher, *topics, out, config, supervision=gathered, progress=progress,
-                                    log=echo)
-    say(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
-               f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25"
-               + (f"; unseen dev ({report.unseen_queries} queries) {report.best_unseen:.4f} against "
-                  f"{report.baseline_unseen:.4f}" if report.unseen_queries else "") + f"; model and card in {out}")
-    if prepared is not None:
-        say(f"trained apart from the cluster: rerank with --reranker {out}, or make it an index's default "
-                   "with `biorank tune-rerank --reranker` where the cluster is")
-    elif not no_store:
+        _train_beside_the_cluster(settings, (queries_path, qrels_path), index_name, supervision, out, config,
+                                  store=not no_store)
+
+
+def _train_from_file(prepared: Path, out: Path, config: RerankerTraining) -> None:
+    """``--prepared``: train from a file ``--prepare-only`` wrote, without a cluster."""
+    from biorank.models.extras import require_torch
+    from biorank.training.reranker import PreparedTraining, train_prepared
+
+    require_torch("train-reranker")
+    made = PreparedTraining.load(prepared)
+    _refuse_other_preparation(made, config, prepared)
+    with stage_progress() as progress:
+        report = train_prepared(made, out, config, progress=progress, log=echo)
+    _say_trained(report, out)
+    say(f"trained apart from the cluster: rerank with --reranker {out}, or make it an index's default "
+        "with `biorank tune-rerank --reranker` where the cluster is")
+
+
+def _prepare(settings: ConnectionSettings, topic_paths: tuple, index_name: str, supervision: Path | None,
+             prepare_only: Path, config: RerankerTraining) -> None:
+    """``--prepare-only``: what training reads from the cluster, into one file (no torch needed here)."""
+    from biorank.training.reranker import prepare_training
+
+    searcher, topics, gathered = _cluster_inputs(settings, topic_paths, index_name, supervision)
+    with stage_progress() as progress:
+        made = prepare_training(searcher, *topics, config, supervision=gathered, progress=progress, log=echo)
+    made.save(prepare_only)
+    say(f"{len(made.groups)} groups ({made.synthetic} self-supervised) and {len(made.dev_queries)} dev queries' "
+        f"candidates in {prepare_only} ({prepare_only.stat().st_size / 1e6:.1f} MB); train from it with "
+        f"`biorank train-reranker --prepared {prepare_only} --out FOLDER`")
+
+
+def _train_beside_the_cluster(settings: ConnectionSettings, topic_paths: tuple, index_name: str,
+                              supervision: Path | None, out: Path, config: RerankerTraining, *, store: bool) -> None:
+    """Prepare and train in one run, then make the model the index's default reranker unless ``store`` is off."""
+    from biorank.models.extras import require_torch
+    from biorank.store.record import store_reranker
+    from biorank.training.reranker import train_reranker
+
+    require_torch("train-reranker")  # before the cluster is asked anything
+    searcher, topics, gathered = _cluster_inputs(settings, topic_paths, index_name, supervision)
+    with stage_progress() as progress:
+        report = train_reranker(searcher, *topics, out, config, supervision=gathered, progress=progress, log=echo)
+    _say_trained(report, out)
+    if store:
         store_reranker(searcher.client, index_name, str(out.resolve()))
         say(f"{index_name} now reranks with it by default (--rerank)")
+
+
+def _cluster_inputs(settings: ConnectionSettings, topic_paths: tuple, index_name: str,
+                    supervision: Path | None) -> tuple[Searcher, tuple[dict, dict], Supervision | None]:
+    """What both flows beside the cluster read: the index's BM25 searcher, the topics, the gathered supervision."""
+    from biorank.evaluation.topics import read_qrels, read_queries
+    from biorank.training.supervision import read
+
+    searcher = options.searcher(settings, index_name, mode="bm25", fields="text")
+    topics = read_queries(topic_paths[0]), read_qrels(topic_paths[1])
+    return searcher, topics, read(supervision) if supervision else None
+
+
+def _say_trained(report: RerankerTrainingReport, out: Path) -> None:
+    say(f"trained in {report.seconds / 60:.1f} min ({report.steps} steps); dev nDCG@10 "
+        f"{report.best:.4f} reranked against {report.baseline:.4f} for BM25"
+        + (f"; unseen dev ({report.unseen_queries} queries) {report.best_unseen:.4f} against "
+           f"{report.baseline_unseen:.4f}" if report.unseen_queries else "") + f"; model and card in {out}")
 
 
 def _refuse_other_preparation(made: PreparedTraining, config: RerankerTraining, path: Path) -> None:

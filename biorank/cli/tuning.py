@@ -98,8 +98,9 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
       biorank tune-rerank ... --reranker biorank-reranker,models/reranker-minilm
     """
     from biorank.evaluation.measures import parse_measure
+    from biorank.models.ensemble import Ensemble
     from biorank.pipeline import Pipeline, PipelineError, PipelineSettings
-    from biorank.stages.rerank import Ensemble, Reranker
+    from biorank.stages.rerank import Reranker
     from biorank.store.record import store_rerank_weight, store_reranker
     from biorank.tuning.grid import best_setting, plot_grid
     from biorank.tuning.rerank_weight import tune_rerank_weight

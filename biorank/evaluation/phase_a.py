@@ -17,19 +17,21 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from biorank.evaluation.bioasq import (
-    EVALUATOR_VERSION,
     OFFICIAL_CUTOFF,
     APDenominator,
-    EvaluatorQuestion,
     GoldQuestion,
     SnippetSpan,
     document_measures,
-    evaluator_questions,
     mean_measures,
-    official_phase_a,
     pmid,
     read_golden,
     snippet_measures,
+)
+from biorank.evaluation.bioasq_official import (
+    EVALUATOR_VERSION,
+    EvaluatorQuestion,
+    evaluator_questions,
+    official_phase_a,
 )
 from biorank.types import Snippet
 

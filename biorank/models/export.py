@@ -5,8 +5,8 @@ and a manifest. A BERT checkpoint in safetensors is written straight from its we
 
 The graph is the transformer alone (``last_hidden_state`` for an encoder, ``logits`` for a cross-encoder);
 pooling is done in numpy, as the manifest says. int8 is ONNX Runtime's dynamic quantisation with one scale
-per output channel of each weight (per-tensor scales lost twice as much: mean cosine 0.937 against 0.995
-on SciFact abstracts with all-MiniLM-L6-v2). A BERT graph is exported from transformers' eager attention
+per output channel of each weight (per-tensor scales moved the vectors much further from fp32's;
+docs/concepts/precision.md). A BERT graph is exported from transformers' eager attention
 and its attention, layer norms and GELU are fused into ONNX Runtime's own kernels (:func:`fuse`) before it is
 quantised. Both graphs keep their weights in a file beside them (:func:`store_weights_apart`). Files are written
 to a temporary folder and renamed into place, so an interrupted export never leaves a half-written cache that
@@ -106,8 +106,8 @@ def _quiet_logging() -> Iterator[None]:
 
 def store_weights_apart(path: Path) -> None:
     """Rewrites a graph with its weights in one file beside it (``model.onnx.data``): ONNX Runtime then reads
-    them straight into its tensors instead of parsing 130 MB of protobuf, which halves a session's start
-    (bge-small-en-v1.5 fp32: 0.52 → 0.25 s on 2 AVX2 cores), the largest fixed cost of a fresh ``biorank query``."""
+    them straight into its tensors instead of parsing the weights as protobuf, which halves a session's start, the
+    largest fixed cost of a fresh ``biorank query`` (``benchmarks/records/cold_query-external-weights.json``)."""
     import onnx
 
     model = onnx.load(str(path))  # the weights are in memory now: the old data file may go

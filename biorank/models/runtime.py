@@ -34,10 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 OnnxPrecision = Literal["onnx", "int8", "openvino"]
-ONNX_PRECISIONS: tuple[OnnxPrecision, ...] = ("onnx", "int8", "openvino")
-"""The exported graphs' precisions: ONNX Runtime at fp32 (the same vectors as torch fp32) and with int8 weights
-(dynamic quantisation); and the fp32 graph compiled by OpenVINO's CPU plugin, which infers in bf16 by itself where
-the CPU computes it natively (AVX512-BF16, AMX), faster there than torch's bf16 (docs/concepts/precision.md)."""
+"""The names of the placements that run an exported graph (:data:`~biorank.models.placement.GRAPHS`)."""
 FILES = {"onnx": "model.onnx", "int8": "model-int8.onnx"}
 OPENVINO_EXTRA = "pip install 'biorank[openvino]'"
 WEIGHTS_SUFFIX = ".data"

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from biorank.scores import min_max
+
 if TYPE_CHECKING:
     from biorank.types import Hit
 
@@ -32,22 +34,12 @@ def rrf_fusion(bm25: Sequence[Hit], dense: Sequence[Hit], *, k: int, rrf_k: int 
     return _merge(bm25, dense, scores, k)
 
 
-def min_max(values: Sequence[float], *, equal: float = 1.0) -> list[float]:
-    """Scores scaled to [0, 1] by their own min and max; all equal (no order to keep) gives ``equal`` each.
-
-    Fusion and reranking take 1, as neural-search does: a list's documents stay above those it does not have.
-    Snippet perspectives take 0: a perspective that cannot tell a query's sentences apart adds nothing.
-    """
-    low, high = min(values, default=0.0), max(values, default=0.0)
-    return [(float(v) - low) / (high - low) if high > low else equal for v in values]
-
-
-def _minmax(ranking: Sequence[Hit]) -> dict[str, float]:
+def _min_max_by_id(ranking: Sequence[Hit]) -> dict[str, float]:
     return dict(zip((h.id for h in ranking), min_max([h.score for h in ranking]), strict=True))
 
 
-def minmax_fusion(bm25: Sequence[Hit], dense: Sequence[Hit], *, k: int, rrf_k: int = 60) -> list[Hit]:
+def min_max_fusion(bm25: Sequence[Hit], dense: Sequence[Hit], *, k: int, rrf_k: int = 60) -> list[Hit]:
     """Equal-weight mean of min-max normalised scores (``rrf_k`` is accepted and ignored, for one signature)."""
-    left, right = _minmax(bm25), _minmax(dense)
+    left, right = _min_max_by_id(bm25), _min_max_by_id(dense)
     scores = {doc: 0.5 * left.get(doc, 0.0) + 0.5 * right.get(doc, 0.0) for doc in left.keys() | right.keys()}
     return _merge(bm25, dense, scores, k)

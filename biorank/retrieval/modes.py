@@ -1,4 +1,4 @@
-"""The first-stage modes: one small class per family behind one protocol (:class:`Mode`), chosen from one table
+"""The first-stage modes: one small class per family on one base (:class:`Mode`), chosen from one table
 (:data:`MODE_TABLE`) keyed by the mode's name.
 
 A mode builds the bodies of its requests and reads their answers; it never reaches a cluster itself. The
@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from biorank.retrieval.fusion import minmax_fusion, rrf_fusion
-from biorank.retrieval.requests import (
+from biorank.retrieval.clauses import (
     MATCH_ALL,
     SHIFT,
     dense_query,
@@ -36,6 +35,7 @@ from biorank.retrieval.requests import (
     knn_query,
     text_query,
 )
+from biorank.retrieval.fusion import min_max_fusion, rrf_fusion
 from biorank.types import Hit
 
 if TYPE_CHECKING:
@@ -71,39 +71,15 @@ class Request:
     alone: bool = False
 
 
-class Mode(Protocol):
-    """What the searcher asks of a first-stage mode.
+@dataclass(frozen=True)
+class Mode:
+    """A first-stage mode: how it searches (``fields``: the BM25 field set; ``lam``: λ; ``filters``: the clauses
+    of :meth:`~biorank.retrieval.filters.Filters.clauses`; ``candidates``: K of the two-step modes; ``rrf_k``:
+    RRF's constant), the body every request starts from, and what the searcher asks of it.
 
     ``rounds`` is how many times :meth:`requests` is called; each call after the first gets the answers of the
     one before it, and :meth:`hits` the answers of the last. The class attributes say what the searcher must
     provide and how to describe the mode, without a branch on its name anywhere else.
-    """
-
-    rounds: ClassVar[int]
-    vectors: ClassVar[bool]
-    """Whether the queries need vectors (every mode but BM25)."""
-    lexical: ClassVar[bool]
-    """Whether BM25 over a field set scores it (the query log records the field set then)."""
-    weighs_lambda: ClassVar[bool]
-    """Whether λ weighs its score (the query log records λ then)."""
-    default_fields: ClassVar[str]
-    """The BM25 field set when the settings name none."""
-    larger: ClassVar[str | None]
-    """The mode that runs instead over an index larger than ``exact_limit`` blocks, or None."""
-
-    def requests(self, queries: Sequence[Query], k: int, answers: Mapping[Hashable, dict] | None = None, *,
-                 explain: bool = False) -> list[Request]: ...
-
-    def hits(self, queries: Sequence[Query], k: int, answers: Mapping[Hashable, dict]) -> dict[str, list[Hit]]: ...
-
-    def refused(self, error: TransportError, client: OpenSearch) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class FirstStageMode:
-    """What every mode shares: how it searches (``fields``: the BM25 field set; ``lam``: λ; ``filters``: the
-    clauses of :meth:`~biorank.retrieval.filters.Filters.clauses`; ``candidates``: K of the two-step modes;
-    ``rrf_k``: RRF's constant) and the body every request starts from.
 
     Example:
         >>> mode = MODE_TABLE["bm25"](fields="text", lam=0.0)
@@ -119,10 +95,15 @@ class FirstStageMode:
 
     rounds: ClassVar[int] = 1
     vectors: ClassVar[bool] = True
+    """Whether the queries need vectors (every mode but BM25)."""
     lexical: ClassVar[bool] = True
+    """Whether BM25 over a field set scores it (the query log records the field set then)."""
     weighs_lambda: ClassVar[bool] = False
+    """Whether λ weighs its score (the query log records λ then)."""
     default_fields: ClassVar[str] = "passage"
+    """The BM25 field set when the settings name none."""
     larger: ClassVar[str | None] = None
+    """The mode that runs instead over an index larger than ``exact_limit`` blocks, or None."""
 
     def requests(self, queries: Sequence[Query], k: int, answers: Mapping[Hashable, dict] | None = None, *,
                  explain: bool = False) -> list[Request]:
@@ -199,7 +180,7 @@ def lucene_inner_product(score: float) -> float:
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
-class Lexical(FirstStageMode):
+class Lexical(Mode):
     """``bm25``: BM25 over the field set; ``text`` (one entry per document) unless the settings name another."""
 
     vectors = False
@@ -212,7 +193,7 @@ class Lexical(FirstStageMode):
         return Hit(score=score, bm25=score, **common)
 
 
-class DenseKnn(FirstStageMode):
+class DenseKnn(Mode):
     """``dense``: approximate kNN on the Lucene HNSW graph, its score turned back into ``⟨q, p⟩``."""
 
     lexical = False
@@ -226,7 +207,7 @@ class DenseKnn(FirstStageMode):
         return Hit(score=dense, dense=dense, **common)
 
 
-class DenseExact(FirstStageMode):
+class DenseExact(Mode):
     """``dense-exact``: ``⟨q, v⟩`` of every block (or of the candidates), by the k-NN plugin's script."""
 
     lexical = False
@@ -238,7 +219,7 @@ class DenseExact(FirstStageMode):
         return Hit(score=score - SHIFT, dense=score - SHIFT, **common)
 
 
-class ExactHybrid(FirstStageMode):
+class ExactHybrid(Mode):
     """``hybrid``: ``λ·BM25 + ⟨q, p⟩`` of every block inside OpenSearch; over an index of more than
     ``exact_limit`` blocks, :class:`UnionHybrid` runs instead."""
 
@@ -258,7 +239,7 @@ class ExactHybrid(FirstStageMode):
         return Hit(score=hybrid, bm25=bm25, dense=dense, hybrid=hybrid, **common)
 
 
-class TwoLists(FirstStageMode):
+class TwoLists(Mode):
     """The modes that start from two candidate lists per query: the BM25 and the kNN top ``candidates``."""
 
     def lists(self, queries: Sequence[Query]) -> list[Request]:
@@ -320,10 +301,10 @@ class Rrf(Fusion):
 class MinMax(Fusion):
     """``minmax``: min-max normalised scores averaged with equal weights (neural-search's way)."""
 
-    fuse = staticmethod(minmax_fusion)
+    fuse = staticmethod(min_max_fusion)
 
 
-class OsHybrid(FirstStageMode):
+class OsHybrid(Mode):
     """``os-hybrid``: neural-search's own ``hybrid`` query through a ``normalization-processor`` pipeline (min-max,
     arithmetic mean), the peer's implementation run side by side. It cannot collapse, so blocks are folded into
     documents here, keeping each document's first (best) block."""
@@ -372,7 +353,7 @@ class OsHybrid(FirstStageMode):
                 f"{f' (OpenSearch {version})' if version else ''} lacks ({error.error}: {reason}); {advice}")
 
 
-MODE_TABLE: dict[str, type[FirstStageMode]] = {
+MODE_TABLE: dict[str, type[Mode]] = {
     "bm25": Lexical,
     "dense": DenseKnn,
     "dense-exact": DenseExact,

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
 from biorank.retrieval.filters import FilterError, Filters
-from biorank.retrieval.modes import MODE_TABLE, FirstStageMode, Mode, Query, Request
+from biorank.retrieval.modes import MODE_TABLE, Mode, Query, Request
 from biorank.store.failures import lost_node, missing_shards, patiently, reason
+from biorank.store.msearch import msearch
 from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, read_record, verify_record
 
@@ -49,11 +50,12 @@ FIELD_SETS = ("text", "passage", "title+abstract", "wordpieces", "wordpieces+big
 MAX_QUERY_CHARS = 4000
 EXACT_LIMIT = 50_000
 """Up to this many blocks ``hybrid`` scores every block; above, the candidate union of the BM25 and kNN top
-:data:`UNION_CANDIDATES`. Measured by ``benchmarks/scale.py`` (2 AVX2 cores, p50): the exact hybrid 22.7 ms at
-9,878 blocks, 120 ms at 98,780, 218 ms at 296,340; the union of the top 300 62, 64 and 89 ms, with the exact
-hybrid's top 10 (overlap@10 1.000 at each size); they cost the same near 50,000 blocks."""
+:data:`UNION_CANDIDATES`. The exact hybrid's cost grows with the index and the union's with K, and the two cost
+the same near this size, where the union still finds the exact hybrid's top 10 (``benchmarks/records/scale-speed.json``,
+``scale-quality.json``; docs/measurements/scale.md, "The hybrid's route")."""
 UNION_CANDIDATES = 300
-"""K of that union: K = 100 kept overlap@10 at 1.000 up to 98,780 blocks but fell to 0.987 at 296,340."""
+"""K of that union: with it the exact hybrid's top 10 stayed whole at every index size measured, with 100 not at
+the largest (``benchmarks/records/scale-quality.json``)."""
 MAX_LAMBDA = 1e6
 """Far above any useful λ (BM25 scores are tens), and far below what would overflow a script's double."""
 
@@ -70,9 +72,9 @@ class SearchSettings:
     ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that
     combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
     ``hybrid-approx``, ``rrf`` and ``minmax``. ``precision`` is the query encoder's backend
-    (:data:`~biorank.models.encoder.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch) and
+    (:data:`~biorank.models.placement.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch) and
     ``device`` where it runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``; "auto" encodes queries in ONNX Runtime on
-    the CPU, :mod:`biorank.models.device`).
+    the CPU, :mod:`biorank.models.placement`).
     ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
     (:class:`~biorank.retrieval.filters.Filters`). ``exact_limit``: ``hybrid`` over an index of more blocks
     takes ``hybrid-approx``'s route with K = ``union_candidates`` (the script's cost grows with every block,
@@ -107,7 +109,7 @@ class SearchSettings:
             raise QueryError("exact_limit must be at least 0")
 
     @property
-    def mode_class(self) -> type[FirstStageMode]:
+    def mode_class(self) -> type[Mode]:
         """The class of :attr:`mode` in :data:`~biorank.retrieval.modes.MODE_TABLE`: what it needs and how it is
         described."""
         return MODE_TABLE[self.mode]
@@ -302,7 +304,7 @@ class Searcher:
                 progress(len(chunk))
         return results
 
-    def requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
+    def sent_requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
         """Every request the cluster sees for ``query``, as (method and path, body), in order.
 
         The two-step modes' second request needs the first's answer, so it is shown with the candidates of a
@@ -346,7 +348,7 @@ class Searcher:
                              f"{self.index!r} holds {self.record.dimension}-dimensional vectors of "
                              f"{self.record.model}")
         if abs(math.fsum(x * x for x in vector) - 1) > 1e-3:
-            # The exact scores read ⟨q, p⟩ as the cosine of unit vectors (requests.py), as the encoder gives.
+            # The exact scores read ⟨q, p⟩ as the cosine of unit vectors (clauses.py), as the encoder gives.
             raise QueryError(f"the vector of query {qid!r} is not a unit vector; normalise it first")
 
     def _pieces(self, queries: dict[str, str]) -> dict[str, str]:
@@ -366,10 +368,9 @@ class Searcher:
             lines += [{"index": self.index, **options}, request.body]
             if sent is not None:
                 sent.append((f"GET {self.index}/_search?{_query_string(options)}", request.body))
-        responses = patiently(lambda: self.client.msearch(body=lines))["responses"] if lines else []
+        responses = msearch(self.client, lines,
+                            refused=lambda _, error: BiorankError(refusal(self.settings.mode, self.index, error)))
         for request, response in zip(batched, responses, strict=True):
-            if "error" in response:
-                raise BiorankError(refusal(self.settings.mode, self.index, response["error"]))
             answers[request.key] = response
         for request in (r for r in requests if r.alone):
             options = request_options(request.text_scored)

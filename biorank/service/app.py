@@ -316,7 +316,7 @@ class SearchService:
             settings = replace(self.settings.pipeline, search=replace(base.settings, mode=mode, filters=filters),
                                rerank=rerank, snippets="tuned" if snippets else None, highlight=True)
             # The cross-encoder is loaded by the first pipeline that reranks and shared by every later one.
-            pipeline = Pipeline(settings, base, cross_encoder=self._cross_encoder)
+            pipeline = Pipeline.build(settings, base, cross_encoder=self._cross_encoder)
             self._cross_encoder = self._cross_encoder or pipeline.cross_encoder
             self._pipelines[key] = pipeline
             if len(self._pipelines) > PIPELINES_KEPT:

@@ -12,7 +12,8 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-SCORE_PARTS = ("score", "bm25", "dense", "hybrid", "rerank")
+from biorank.types import SCORE_PARTS
+
 STYLE = """
 body{font:16px/1.45 system-ui,sans-serif;max-width:60rem;margin:1rem auto;padding:0 1rem;color:#1d1d1f}
 form{display:grid;grid-template-columns:repeat(auto-fit,minmax(11rem,1fr));gap:.5rem 1rem;align-items:end}

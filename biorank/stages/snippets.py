@@ -2,7 +2,7 @@
 (Rawal & Baral §3-4, and Rosso-Mateus et al.'s deep-metric scorer) and located by BioASQ offsets.
 
 For the top documents of a query (after reranking where the system reranks), every sentence of each document
-(from the sentences index) gets five values, each normalised to [0, 1] within the query (see :func:`minmax`):
+(from the sentences index) gets five values, each normalised to [0, 1] within the query (see :func:`query_min_max`):
 
 1. relevance: the cross-encoder reranker on (query, sentence);
 2. similarity: cosine of the query's and the sentence's vectors (the index's encoder; OpenSearch computes it
@@ -30,10 +30,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
-from biorank.retrieval.fusion import min_max
-from biorank.retrieval.requests import dense_script_field
-from biorank.store.failures import patiently, reason
+from biorank.retrieval.clauses import dense_script_field
+from biorank.scores import min_max
+from biorank.store.failures import reason
 from biorank.store.mappings.sentences import BYTE_SCALE, quantise
+from biorank.store.msearch import msearch
 from biorank.types import PERSPECTIVES, Advance, Answer, Hit, Sentence, Snippet
 
 if TYPE_CHECKING:
@@ -41,8 +42,9 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from biorank.models.cross_encoder import CrossEncoder, Precision
+    from biorank.models.cross_encoder import CrossEncoder
     from biorank.models.metric import MetricScorer
+    from biorank.models.placement import Precision
     from biorank.retrieval.searcher import Searcher
     from biorank.store.record import IndexRecord
 
@@ -57,9 +59,9 @@ DOCUMENTS_PER_QUERY = 10
 """Sentences come from the documents a BioASQ answer lists: the top 10."""
 SENTENCE_MAX_LENGTH = 128
 """Word pieces of query + sentence for the cross-encoder. Every batch is padded to this length (the reranker's
-fixed shape), so it is what a sentence pair costs: the documents' 256 would double it for padding. Measured with
-the reranker's tokenizer, 128 cuts 373 of SciFact's 51,135 title and abstract sentences (0.7%) behind a claim of
-median length (19 word pieces) and 729 behind one of the 95th percentile (35); a cut sentence keeps its start."""
+fixed shape), so it is what a sentence pair costs: the documents' 256 would double it for padding. 128 cuts
+hardly any of SciFact's title and abstract sentences behind a claim of median length, or of the 95th percentile
+(docs/guides/rerank-snippets.md); a cut sentence keeps its start."""
 SENTENCE_BATCH = 16
 MAX_SENTENCES_PER_DOCUMENT = 500
 MAX_RESULT_WINDOW = 10_000
@@ -143,15 +145,15 @@ class SnippetWeights:
 
 UNTUNED_WEIGHTS = SnippetWeights(sentence=(0.0, 0.496, 0.304, 0.0, 0.989), document=(0.575, 0.818, 0.005, 0.408))
 """What an index without weights of its own scores with: those ``tune-snippets`` found on SciFact's dev split
-(2026-11-26, ``--perspectives similarity,lexical,document``), not equal weights over all four. On the 240 BioASQ
-7B questions, which neither they nor the shipped cross-encoder saw, they give official snippet MAP 1.7545 against
-1.6602 for equal weights (p 0.002; F1 0.3885 against 0.4000, p 0.08), and they leave the relevance perspective
-out: no cross-encoder over the top 10 documents' ~100 sentences, 3.2 s of a 5.6 s query on 2 AVX2 cores. The metric
-perspective stays at 0: added to them, or tuned with them on SciFact dev, it lost snippet MAP on BioASQ 7B
+(``--perspectives similarity,lexical,document``), not equal weights over all four. On BioASQ questions that
+neither they nor the shipped cross-encoder saw they rank snippets better than equal weights, and they leave the
+relevance perspective out, which spares the cross-encoder over the top documents' sentences: most of a snippet
+query's time (``benchmarks/records/snippet_defaults.json``; docs/measurements/snippets.md, "An index never
+tuned"). The metric perspective stays at 0: added to them, or tuned with them, it lost snippet MAP on BioASQ
 (``benchmarks/records/snippet_metric.json``)."""
 
 
-def minmax(values: np.ndarray) -> np.ndarray:
+def query_min_max(values: np.ndarray) -> np.ndarray:
     """``values`` scaled to [0, 1] within one query; all equal (or none) gives zeros (:func:`min_max`).
 
     Why per-query min-max for every perspective: the scores only rank the sentences of one query, so what a
@@ -191,13 +193,13 @@ class SentenceCandidates:
         """(sentences, 4): relevance, similarity, lexical and metric, each min-max normalised within the query."""
         import numpy as np
 
-        columns = [minmax(v) if v is not None else np.zeros(len(self.sentences))
+        columns = [query_min_max(v) if v is not None else np.zeros(len(self.sentences))
                    for v in (self.relevance, self.similarity, self.lexical, self.metric)]
         return np.stack(columns, axis=1) if self.sentences else np.zeros((0, len(columns)))
 
     @cached_property
     def doc_bm25_normalised(self) -> np.ndarray:
-        return minmax(self.doc_bm25)
+        return query_min_max(self.doc_bm25)
 
     @cached_property
     def slots(self) -> np.ndarray:
@@ -225,7 +227,7 @@ class SentenceCandidates:
         top = -np.sort(-best, axis=1)[:, :3]
         top[~np.isfinite(top)] = 0.0
         s_doc = b[0] * self.doc_bm25_normalised + top @ np.asarray(b[1:])
-        s_sent = partial + a[-1] * minmax(s_doc)[self.doc_of] if len(self.doc_of) else partial
+        s_sent = partial + a[-1] * query_min_max(s_doc)[self.doc_of] if len(self.doc_of) else partial
         return s_sent, s_doc
 
     def ranking(self, weights: SnippetWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -437,10 +439,8 @@ class SnippetScorer:
                       sentences_request(queries[q], docs[q], vector, highlight=highlight),
                       {"index": self.index, "allow_partial_search_results": False},
                       document_bm25_request(queries[q], docs[q])]
-        responses = patiently(lambda: self.client.msearch(body=lines))["responses"] if lines else []
-        for response in responses:
-            if "error" in response:
-                raise SnippetError(f"OpenSearch refused the snippet query: {reason(response['error'])}")
+        responses = msearch(self.client, lines, refused=lambda _, error: SnippetError(
+            f"OpenSearch refused the snippet query: {reason(error)}"))
         found = {q: (responses[2 * i], responses[2 * i + 1]) for i, q in enumerate(asked)}
         stored = self.sentence_vectors != "none"
         candidates = {q: _candidates(docs[q], *found.get(q, (None, None)), similarity=stored and q in vectors,
@@ -551,7 +551,7 @@ def _matches(marked: str | None, text: str) -> tuple[tuple[int, int], ...]:
 
 
 def _snippets(c: SentenceCandidates, order: np.ndarray, s_sent: np.ndarray, s_doc: np.ndarray) -> list[Snippet]:
-    document = minmax(s_doc)
+    document = query_min_max(s_doc)
     values = {"relevance": c.relevance, "similarity": c.similarity, "lexical": c.lexical, "metric": c.metric}
     normalised = {p: c.normalised[:, i] if values[p] is not None else None for i, p in enumerate(values)}
     snippets = []

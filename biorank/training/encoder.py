@@ -36,6 +36,7 @@ from biorank.indexer.blocks import block_budget
 from biorank.models.encoder import DEFAULT_MODEL
 from biorank.models.extras import quiet_loading, require_torch
 from biorank.store.indices import entries_in_order
+from biorank.store.msearch import msearch
 from biorank.training.card import write_model_card
 from biorank.training.loop import (
     METRIC,
@@ -47,8 +48,8 @@ from biorank.training.loop import (
     optimiser,
     remove_checkpoint,
     run_epochs,
+    training_placement,
     training_split,
-    use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, sample_negatives
 from biorank.training.supervision import Supervision, TrainingPair, trained_on, training_pairs
@@ -226,7 +227,7 @@ def _load_base(config: EncoderTraining) -> Encoder:
 
     try:
         # Training needs the torch model: "auto" means bf16 or fp32 here, never ONNX Runtime.
-        return Encoder(config.base_model, precision="bf16" if use_bf16(config.precision) else "fp32")
+        return Encoder(config.base_model, precision=training_placement(config.precision, "cpu").name)
     except OSError as error:
         raise TrainingError(f"cannot load the base model {config.base_model!r}: {error}") from None
 
@@ -263,9 +264,9 @@ def _best_blocks(client: OpenSearch, index: str, wanted: Mapping[tuple[str, str]
                 "size": 1, "_source": ["passage"], "sort": [{"_score": "desc"}, {"block": "asc"}],
                 "query": {"bool": {"filter": [{"term": {"id": doc}}],
                                    "should": [{"match": {"passage": wanted[qid, doc]}}]}}}]
-        for key, response in zip(chunk, client.msearch(body=lines)["responses"], strict=True):
-            if "error" in response:
-                raise TrainingError(f"OpenSearch refused a passage lookup on {index!r}: {response['error']}")
+        responses = msearch(client, lines, refused=lambda _, error: TrainingError(
+            f"OpenSearch refused a passage lookup on {index!r}: {error}"))
+        for key, response in zip(chunk, responses, strict=True):
             hits = response["hits"]["hits"]
             if hits:
                 found[key] = hits[0]["_source"]["passage"]

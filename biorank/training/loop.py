@@ -21,8 +21,7 @@ from typing import Any
 from biorank.config import SEED
 from biorank.errors import BiorankError
 from biorank.evaluation.splits import split_judged
-from biorank.models.device import DeviceError, resolve_device
-from biorank.models.encoder import native_bf16
+from biorank.models.placement import DeviceError, Placement
 from biorank.types import Qrels, StageProgress
 
 CHECKPOINT = "checkpoint"
@@ -57,8 +56,8 @@ class Recipe:
     precision: str = "auto"
     keep: str = "best"
     """Which epoch ``out`` holds: ``best`` by the dev figure, or ``last``, where the dev split is too small to
-    choose by (the shipped reranker's 46 validation questions gave its epochs 0.9217 to 0.9269 while SciFact dev
-    rose)."""
+    choose by (the shipped reranker's few validation questions barely told its epochs apart while SciFact dev
+    rose: its card, biorank/models/reranker/README.md)."""
 
 
 KEEP = ("best", "last")
@@ -131,18 +130,13 @@ def optimiser(model: Any, config: Any, steps_per_epoch: int) -> tuple[int, Any, 
     return total_steps, optimizer, schedule
 
 
-def use_bf16(precision: str, device: str = "cpu") -> bool:
-    """Whether to train under bf16 autocast: asked for, or "auto" on a device that computes bf16 natively."""
-    import torch
-
-    return precision == "bf16" or (precision == "auto" and native_bf16(torch, torch.device(device)))
-
-
-def training_device(asked: str) -> str:
-    """The torch device to train on, as every other command resolves ``--device`` (``auto``: a GPU where torch
-    sees one, else the CPU), its refusals raised as this stage's error."""
+def training_placement(precision: str, device: str) -> Placement:
+    """Where and how a model trains: in torch on ``device`` as every other command resolves ``--device``
+    (``auto``: a GPU where torch sees one, else the CPU), under bf16 autocast where asked for, or where "auto"
+    meets a device that computes bf16 natively (:meth:`~biorank.models.placement.Placement.choose`); its refusals
+    raised as this stage's error."""
     try:
-        return resolve_device(asked)
+        return Placement.choose(precision, device, in_torch=True)
     except DeviceError as e:
         raise TrainingError(str(e)) from None
 

@@ -58,9 +58,8 @@ from biorank.training.loop import (
     optimiser,
     remove_checkpoint,
     run_epochs,
-    training_device,
+    training_placement,
     training_split,
-    use_bf16,
 )
 from biorank.training.negatives import bm25_candidates, false_negative, sample_negatives
 from biorank.training.supervision import Supervision, trained_on, training_pairs
@@ -212,7 +211,7 @@ def train_reranker(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels,
     """
     require_torch("training a cross-encoder")
     started = time.perf_counter()
-    training_device(config.device)  # a GPU asked for and missing is said before the cluster is asked anything
+    training_placement(config.precision, config.device)  # a GPU missing is said before the cluster is asked
     prepared = prepare_training(searcher, queries, qrels, config, supervision=supervision, progress=progress,
                                 log=log)
     return train_prepared(prepared, out, config, progress=progress, log=log, started=started)
@@ -327,14 +326,15 @@ def train_prepared(prepared: PreparedTraining, out: Path, config: RerankerTraini
     settings = dict(prepared.settings)
     settings["synthetic_kinds"] = tuple(settings["synthetic_kinds"])
     config = replace(config, **settings)
-    device = training_device(config.device)
+    placement = training_placement(config.precision, config.device)
+    device = placement.device
     dev_qrels, unseen = prepared.dev_qrels, prepared.unseen
     groups, synthetic = prepared.groups, prepared.synthetic
 
     torch.manual_seed(config.seed)
     model, tokenizer = load_cross_encoder(config.base_model, fresh_head=True)
     model.to(device)
-    bf16 = use_bf16(config.precision, device)
+    bf16 = placement.precision == "bf16"
     per_step = config.groups_per_step
     orders = functools.lru_cache(maxsize=1)(
         lambda epoch: epoch_groups(groups, synthetic, config.seed, epoch, positive_repeats=config.positive_repeats))

@@ -51,6 +51,7 @@ from biorank.evaluation.splits import JUDGED, hashed_fraction, hashed_split, uns
 from biorank.evaluation.topics import read_qrels, read_queries
 from biorank.indexer.readers import read_records
 from biorank.stages.rerank import document_text
+from biorank.store.msearch import msearch
 from biorank.types import Abstract, Qrels
 
 if TYPE_CHECKING:
@@ -225,11 +226,9 @@ def bm25_negatives(client: OpenSearch, supervision: Supervision, depth: int = 10
                     "size": depth, "_source": False, "query": {"bool": {
                         "must": [{"match": {"text": query.text}}],
                         "must_not": [{"terms": {"document": sorted(query.judged)}}]}}}]
-            responses = client.msearch(body=lines)["responses"]
+            responses = msearch(client, lines, refused=lambda i, error, batch=batch: SupervisionError(
+                f"the pool search for {batch[i].source} query {batch[i].id} failed: {error}"))
             for query, response in zip(batch, responses, strict=True):
-                if "error" in response:
-                    raise SupervisionError(f"the pool search for {query.source} query {query.id} failed: "
-                                           f"{response['error']}")
                 positives = {texts[p] for p in query.positives}
                 query.negatives = [h["_id"] for h in response["hits"]["hits"] if texts[h["_id"]] not in positives]
             if progress:

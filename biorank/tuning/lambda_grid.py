@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from biorank.retrieval.searcher import Searcher
 
 LAMBDA_GRID = (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1)
-"""λ values tune-lambda tries. The steps below 0.01 are there for stronger encoders: with bge-small-en-v1.5 the
-SciFact dev optimum is 0.002 (nDCG@10 0.7859, against 0.7730 at 0.001 and 0.7729 at 0.005); MiniLM's is 0.03."""
+"""λ values tune-lambda tries. The steps below 0.01 are there for stronger encoders, whose optimum lies there
+(bge-small-en-v1.5's on SciFact; docs/measurements/retrieval.md, "Which encoder")."""
 
 
 def tune_lambda_grid(searcher: Searcher, queries: Mapping[str, str], qrels: Qrels, lambdas: Sequence[float],

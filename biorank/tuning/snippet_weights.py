@@ -240,7 +240,7 @@ class SnippetTuning:
     depth: int = 100
     """First-stage depth: the reranker reorders the top of it, snippets come from the top 10."""
     device: str = "auto"
-    """Where the encoder and the cross-encoder run (:mod:`biorank.models.device`)."""
+    """Where the encoder and the cross-encoder run (:mod:`biorank.models.placement`)."""
 
     def __post_init__(self) -> None:
         equal_weights(self.perspectives)  # unknown perspectives are refused before anything runs

@@ -15,11 +15,12 @@ Two parts grow as biorank does, without a mapping change:
 
 from __future__ import annotations
 
+from biorank.types import SCORE_PARTS
+
 QUERY_LOG_VERSION = 1
 """Raised whenever a field changes meaning; records are read by name, so older logs stay readable."""
 
 STAGES = ("first_stage", "rerank", "snippets", "total")
-SCORE_PARTS = ("score", "bm25", "dense", "hybrid", "rerank")
 
 
 def query_log_index_body() -> dict:

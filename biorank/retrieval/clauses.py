@@ -9,8 +9,8 @@ from collections.abc import Sequence
 # User text reaches the cluster only as match text and as params, never inside a script.
 #
 # The vector part is the k-NN plugin's own exact scoring script (``knn_score``), not Painless's ``innerProduct``,
-# which turns the query vector from a list of doubles into floats again for every document: over SciFact's 9,878
-# blocks on 2 AVX2 cores the node's share of a hybrid search fell from ~30 to ~22 ms (docs/measurements/speed.md).
+# which turns the query vector from a list of doubles into floats again for every document: the node's share of a
+# hybrid search fell with it (``benchmarks/records/query_latency-knn-score.json``; docs/measurements/speed.md).
 # Its ``cosinesimil`` space scores ``(1 + cos) / 2``, so a boost of 2 gives ``1 + ⟨q, p⟩`` for biorank's unit
 # vectors: the shift of 1 keeps scores non-negative (OpenSearch rejects negative ones) and, being the same for
 # every document, leaves the order alone. The BM25 part is a ``should`` clause boosted by λ (0 where no term
@@ -77,18 +77,6 @@ def _exact(query_vector: Sequence[float], candidates: dict, filters: Sequence[di
     vectorless = {"constant_score": {"filter": {"bool": {"must_not": [{"exists": {"field": vector_field}}]}},
                                      "boost": SHIFT}}
     return {"bool": {"must": [vector_part], "should": [vectorless, *also]}}
-
-
-def exact_hybrid_query(
-    query_text: str,
-    query_vector: Sequence[float],
-    *,
-    lam: float,
-    text_field: str = "text",
-    vector_field: str = "embedding",
-) -> dict:
-    """:func:`hybrid_query` over every entry, with a plain ``match`` on ``text_field`` as the BM25 part."""
-    return hybrid_query({"match": {text_field: query_text}}, query_vector, lam=lam, vector_field=vector_field)
 
 
 def dense_script_field(query_vector: Sequence[float], vector_field: str = "embedding") -> dict:
