@@ -1,9 +1,10 @@
 """Writes the docs' measurement tables from the committed benchmark records, or checks that they are current.
 
-A generated table sits in README.md or a page under docs/ between the markers ``<!-- table: NAME -->`` and
-``<!-- /table: NAME -->``; everything between them is this script's. Each table ends with a line naming the
-record(s) it comes from, their machine, date and commit, so every figure in the docs has its record and a
-changed figure is a changed record.
+A generated table sits in README.md, benchmarks/README.md or a page under docs/ between the markers
+``<!-- table: NAME -->`` and ``<!-- /table: NAME -->``; everything between them is this script's. Each table of
+figures ends with a line naming the record(s) it comes from, their machine, date and commit, so every figure in
+the docs has its record and a changed figure is a changed record; benchmarks/README.md's index of the scripts is
+written from their docstrings' questions and the records (with each study's ``decision``).
 
     python benchmarks/render.py            # rewrite every page's tables from benchmarks/records/*.json
     python benchmarks/render.py --check    # exit 1, naming page and table, if any page is out of date
@@ -13,6 +14,7 @@ changed figure is a changed record.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 from collections.abc import Callable
@@ -23,6 +25,10 @@ if __package__ in (None, ""):  # run as ``python benchmarks/render.py``, as the 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite import RECORDS, ROOT, Column, markdown, read_record
+
+HERE = Path(__file__).resolve().parent
+SHARED = frozenset({"__init__", "suite", "machine", "render"})
+"""The suite's own modules: no benchmark among them."""
 
 
 class RenderError(Exception):
@@ -43,14 +49,11 @@ class Table:
     """Builds (columns, rows, records read) itself: a table across records."""
     dated: bool = True
     """Whether the line under the table gives each record's date and commit (README.md carries no dates)."""
+    sourced: bool = True
+    """Whether a line under the table names its records (an index of the records names them in its rows)."""
 
 
 DASH = "\N{EN DASH}"  # a range, as the docs write it
-
-
-def _figures(cell: object) -> list[str]:
-    """The figures at the start of a transcribed cell ("**1.41 s** (1.15 to 1.62)" -> ["1.41"])."""
-    return re.findall(r"^\**([\d.,]+)", str(cell))
 
 
 def _row(record: dict, starts: str) -> dict:
@@ -62,15 +65,17 @@ def speed_of_defaults(folder: Path) -> tuple[list[Column], list[dict], list[str]
     """README's speed table: the defaults' figures picked from several records of one machine."""
     fused, cold, warm = (read_record(folder / f"{name}.json") for name in (
         "query_latency-fused-kernels", "cold_query-external-weights", "query_latency-four-runs"))
-    indexing = str(_row(fused, "indexing 300 abstracts")["after"]).split(" / ")[1].split()[0]  # end to end
-    fresh = sorted(float(_figures(_row(cold, f"hybrid, run {n}")["after"])[0]) for n in (1, 2))
+    fresh = sorted(_row(cold, f"hybrid, run {n}")["after_p50_s"] for n in (1, 2))
     bm25, hybrid = (_row(warm, mode) for mode in ("bm25", "hybrid"))
+    rerank = _row(fused, "cross-encoder")
     cells = {
-        "indexing with sentences, bge-small-en-v1.5, ONNX Runtime (docs/s)": indexing,
+        "indexing with sentences, bge-small-en-v1.5, ONNX Runtime (docs/s)":
+            f"{_row(fused, 'indexing 300 abstracts')['after_end_to_end_docs_per_s']:.1f}",
         "a fresh `biorank query`, hybrid, wall (p50)": f"{fresh[0]:.2f}{DASH}{fresh[1]:.2f} s",
         "warm first stage on SciFact (9,878 blocks): bm25 / hybrid (p50)":
             f"{bm25['p50_min']}{DASH}{bm25['p50_max']} / {hybrid['p50_min']}{DASH}{hybrid['p50_max']} ms",
-        "rerank 20 hits with the shipped cross-encoder, fp32 / int8 (p50)": _row(fused, "cross-encoder")["after"],
+        "rerank 20 hits with the shipped cross-encoder, fp32 / int8 (p50)":
+            f"{rerank['after_fp32_ms']:,} / {rerank['after_int8_ms']:,} ms",
     }
     machines = {f"{r['machine']['cpu']}, {r['machine']['cores']} cores, {r['machine']['isa']}"
                 for r in (fused, cold, warm)}
@@ -82,7 +87,55 @@ def speed_of_defaults(folder: Path) -> tuple[list[Column], list[dict], list[str]
             ["query_latency-fused-kernels", "cold_query-external-weights", "query_latency-four-runs"])
 
 
+def _question(script: Path) -> str:
+    """The question a script answers: its docstring's first paragraph, on one line."""
+    text = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+    return " ".join(text.split("\n\n")[0].split())
+
+
+def _by_benchmark(folder: Path) -> dict[str, list[tuple[str, dict]]]:
+    """Each benchmark's records (name, record), the latest first."""
+    found: dict[str, list[tuple[str, dict]]] = {}
+    for path in sorted(folder.glob("*.json")):
+        record = read_record(path)
+        found.setdefault(record["benchmark"], []).append((path.stem, record))
+    return {name: sorted(records, key=lambda item: item[1]["date"], reverse=True) for name, records in found.items()}
+
+
+def _names(records: list[tuple[str, dict]]) -> str:
+    return ", ".join(f"`{name}`" for name, _ in records) or "none yet"
+
+
+def measurement_index(folder: Path) -> tuple[list[Column], list[dict], list[str]]:
+    """benchmarks/README.md's index of the repeatable measurements: each script's question and its records."""
+    records = _by_benchmark(folder)
+    rows = [{"question": _question(script), "script": f"`{script.name}`",
+             "records": _names(records.get(script.stem, []))}
+            for script in sorted(HERE.glob("*.py")) if script.stem not in SHARED]
+    return [Column("question", "question"), Column("script", "script"), Column("records", "last record(s)")], rows, []
+
+
+def study_index(folder: Path) -> tuple[list[Column], list[dict], list[str]]:
+    """benchmarks/README.md's index of the decision studies: each study's question, the decision its records
+    carry (``decision``, written by whoever drew it) and the records."""
+    records = _by_benchmark(folder)
+    rows = []
+    for script in sorted((HERE / "studies").glob("*.py")):
+        if script.stem in SHARED:
+            continue
+        own = records.get(script.stem, [])
+        decision = " ".join(dict.fromkeys(r["decision"] for _, r in own if r.get("decision"))) or "—"
+        rows.append({"question": _question(script), "script": f"`studies/{script.name}`", "decision": decision,
+                     "records": _names(own)})
+    columns = [Column("question", "question"), Column("script", "script"),
+               Column("decision", "decision (details: docs/measurements/)"), Column("records", "record(s)")]
+    return columns, rows, []
+
+
 TABLES: dict[str, Table] = {
+    # benchmarks/README.md, the suite's own index
+    "benchmark-index": Table(compose=measurement_index, sourced=False),
+    "study-index": Table(compose=study_index, sourced=False),
     # README.md, the front door
     "readme-quality": Table("eval-rerank-weight", ("query_set", "hybrid", "rerank_w", "cross_encoder_alone"),
                             (("rerank_w", "+ rerank (default weight 0.3)"),), dated=False),
@@ -134,6 +187,7 @@ TABLES: dict[str, Table] = {
     "index-throughput-vectors": Table("index_throughput-vectors-1nodes"),
     "index-throughput-vectors-3nodes": Table("index_throughput-vectors-3nodes"),
     "pubmed-sync": Table("pubmed_sync"),
+    "container-image": Table("container_image"),
     "query-log-overhead-batched": Table("query_log_overhead-batched"),
     "query-log-overhead-single": Table("query_log_overhead-single"),
     "serve-load": Table("serve_load"),
@@ -193,12 +247,13 @@ def render(name: str, folder: Path = RECORDS) -> str:
         records = [read_record(folder / f"{n}.json") for n in names]
     except FileNotFoundError as error:
         raise RenderError(f"table {name!r}: no record {Path(error.filename).name} in {folder}") from None
-    return f"\n{markdown(columns, rows)}\n\n{source_line(records, names, table.dated)}\n\n"
+    source = f"{source_line(records, names, table.dated)}\n\n" if table.sourced else ""
+    return f"\n{markdown(columns, rows)}\n\n{source}"
 
 
 def pages(root: Path = ROOT) -> list[Path]:
-    """README.md and every markdown page under docs/."""
-    found = [root / "README.md"] if (root / "README.md").is_file() else []
+    """README.md, benchmarks/README.md and every markdown page under docs/."""
+    found = [page for page in (root / "README.md", root / "benchmarks" / "README.md") if page.is_file()]
     return found + sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else found
 
 

@@ -19,3 +19,7 @@ class ArtifactError(BiorankError):
 
 class NodeStartError(BiorankError):
     """The local node did not come up."""
+
+
+class ContainerError(BiorankError):
+    """Docker is missing or refused, or an image or container of biorank's could not be made or started."""

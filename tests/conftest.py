@@ -11,7 +11,6 @@ import pytest
 from opensearchpy import OpenSearch
 from running import node_of_its_own
 
-from biorank.cluster.container import docker_available, opensearch_container
 from biorank.cluster.local import LocalNode, port_is_free
 from biorank.config import ConnectionSettings
 from biorank.store.client import connect
@@ -29,14 +28,46 @@ CLUSTER_FIXTURES = {"opensearch", "opensearch_url", "own_node", "node_home", "se
 SLOW_FIXTURES = {"scifact_index", "tiny_reranker", "tiny_encoder"}
 
 
+CONTAINER_SUBSET = (
+    "test_indexing.py::test_cli_index_reports_and_lists_and_deletes",
+    "test_searcher.py::test_every_mode_sends_the_same_requests_as_before_its_class",
+    "test_searcher.py::test_hybrid_is_lambda_bm25_plus_dot_product",
+    "test_searcher.py::test_approximate_equals_exact_when_k_covers_the_collection",
+    "test_pipeline.py::test_query_and_eval_give_the_same_hits_and_snippets",
+    "test_service.py::test_the_api_answers_as_the_pipeline_does_and_logs_the_query",
+    "test_service.py::test_snippets_documents_and_health",
+    "test_service.py::test_an_index_without_a_reranker_of_its_own_reranks_with_the_shipped_one",
+    "test_pubmed_sync.py::test_baseline_and_updates_applied_in_order_once",
+    "test_safety.py::test_delete_index_touches_only_the_index_it_names",
+    "test_safety.py::test_an_alias_is_never_written_through_or_deleted_as_if_it_were_an_index",
+)
+"""The integration tests that also run against containers (``-m containers --cluster container``, and on three
+nodes ``-m "containers and not docker" --cluster container-cluster``):
+index with sentences, every first-stage mode, rerank and snippets, serve, sync and delete-index safety. Chosen
+by what they prove, each cheap on the session's sample index."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cluster", choices=("local", "container", "container-cluster"),
+                     default=os.environ.get("BIORANK_TEST_CLUSTER", "local"),
+                     help="What the shared test cluster is: biorank's local node (default), a single-node "
+                     "container of biorank's OpenSearch image, or three such containers as one cluster "
+                     "[env: BIORANK_TEST_CLUSTER]. BIORANK_TEST_URL, when set, names a running cluster instead.")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks from what a test uses: ``cluster`` if it reaches a node (through any fixture), ``slow`` if it needs
-    all of SciFact indexed or a model trained, ``unit`` otherwise (``pytest -m unit`` needs no cluster)."""
+    all of SciFact indexed or a model trained, ``unit`` otherwise (``pytest -m unit`` needs no cluster);
+    ``containers`` for the subset that also runs against a container (tests that need Docker itself carry
+    ``docker`` and ``containers``)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.cluster if used & CLUSTER_FIXTURES else pytest.mark.unit)
+        runs_a_node = used & CLUSTER_FIXTURES or item.get_closest_marker("docker")
+        item.add_marker(pytest.mark.cluster if runs_a_node else pytest.mark.unit)
         if used & SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.split("[")[0].removeprefix("tests/") in CONTAINER_SUBSET:
+            item.add_marker(pytest.mark.containers)
 
 
 @pytest.fixture(scope="session")
@@ -55,13 +86,22 @@ def _test_node_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def opensearch_url() -> Iterator[str]:
-    """A real cluster: BIORANK_TEST_URL, else a container where Docker runs, else biorank's local node."""
+def opensearch_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A real cluster: BIORANK_TEST_URL, else a container with ``--cluster container``, else biorank's local
+    node."""
     if os.environ.get("BIORANK_TEST_URL"):
         yield os.environ["BIORANK_TEST_URL"]
-    elif docker_available():
+    elif request.config.getoption("--cluster") == "container":
+        from biorank.cluster.container import opensearch_container
+
         with opensearch_container() as container:
-            yield f"http://{container.get_container_host_ip()}:{container.get_exposed_port(9200)}"
+            yield f"http://127.0.0.1:{container.get_exposed_port(9200)}"
+    elif request.config.getoption("--cluster") == "container-cluster":
+        from biorank.cluster.container import ContainerCluster
+
+        with ContainerCluster(3, heap="512m") as cluster:
+            # Every node, as a user gives a cluster's nodes to --url: the client spreads and fails over.
+            yield ",".join(cluster.urls)
     else:
         with node_of_its_own("biorank-test-node-", port=_test_node_port()) as node:
             yield node.status().url

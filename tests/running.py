@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +72,61 @@ def serving(service: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def sample_corpus(folder: Path, n: int) -> Path:
+    """The first ``n`` records of the packaged 300-abstract sample, as a JSON Lines file in ``folder``."""
+    from biorank.demo import sample_path
+
+    with gzip.open(sample_path(), "rt", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(n)]
+    path = folder / f"sample-{n}.jsonl"
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def fault_service(client: OpenSearch, index: str, encoder: Any, queries: list[str]) -> tuple[Any, list[dict]]:
+    """A ``serve`` service over ``index`` (no query log) and what the fault tests ask it: each query first-stage
+    (bm25, hybrid) and the first one reranked."""
+    from biorank.retrieval.searcher import Searcher
+    from biorank.service.app import SearchService, ServiceSettings
+
+    service = SearchService(client, ServiceSettings(index=index, query_log=False), query_log_index="unused",
+                            searcher=Searcher.open(client, index, encoder=encoder))
+    requests = [{"q": q, "k": 10, "mode": mode} for q in queries for mode in ("bm25", "hybrid")]
+    return service, [*requests, {"q": queries[0], "k": 5, "rerank": True}]
+
+
+def ask_through(service: Any, requests: list[dict], fault: Callable[[], None],
+                clients: int = 3) -> tuple[list[str], list[int]]:
+    """``service`` behind ``serve``, asked ``requests`` over and over by ``clients`` threads while ``fault`` runs:
+    every answer is compared with the fault-free one. Returns the problems seen and each client's answers."""
+    from benchmarks.serve_faults import hit_ids
+
+    problems: list[str] = []
+    answered = [0] * clients
+    stop = threading.Event()
+    with serving(service) as url:
+        expected = [hit_ids(url, r) for r in requests]
+
+        def ask(worker: int) -> None:
+            turn = worker
+            while not stop.is_set():
+                n, turn = turn % len(requests), turn + 1
+                try:
+                    if hit_ids(url, requests[n]) != expected[n]:
+                        problems.append(f"other hits for {requests[n]}")
+                except Exception as e:  # every failure is counted, none stops the others
+                    problems.append(f"{requests[n]}: {e}")
+                answered[worker] += 1
+
+        workers = [threading.Thread(target=ask, args=(n,)) for n in range(clients)]
+        for worker in workers:
+            worker.start()
+        try:
+            fault()
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join(timeout=300)
+    return problems, answered

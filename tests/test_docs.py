@@ -5,8 +5,9 @@ A runnable block is a fenced ``sh`` block right after ``<!-- runnable -->``. Its
 after the quickstart, so the test changes only what a test must: every command goes to the test node (``--url``),
 ``../shared/data/`` is the shared data beside the repository, files a command writes land in a temporary
 folder, an index other than the demo's gets a name of its own (deleted afterwards), ``biorank serve … &`` runs
-in the background on a free port that the block's ``curl`` lines reach, and the ``python -m pip install … &&``
-in front of the demo is what this test environment already did. ``docs.jsonl`` (the index guide's example of
+in the background on a free port that the block's ``curl`` lines reach, and the virtual environment and install
+in front of the demo (``python3 -m venv .venv && .venv/bin/pip install . &&``) are what this test environment
+already did. ``docs.jsonl`` (the index guide's example of
 any JSON Lines) is written from the first abstracts of the bundled sample.
 """
 
@@ -122,8 +123,10 @@ def test_a_runnable_block_runs(block: str, demo_index: str, opensearch_url: str,
     port, server = _free_port(), None
     try:
         for words in _commands(block):
-            if words[:4] == ["python", "-m", "pip", "install"]:
-                words = words[words.index("&&") + 1:]
+            if "&&" in words:
+                # The virtual environment and the install in front of the demo: what this environment did.
+                words = words[len(words) - words[::-1].index("&&"):]
+            words = [words[0].removeprefix(".venv/bin/"), *words[1:]]
             words = [w.replace("../shared/data/", f"{shared_data}/") for w in words]
             words = [f"{own}-{w}" if i and words[i - 1] in ("--index", "delete-index") and w != demo_index else w
                      for i, w in enumerate(words)]

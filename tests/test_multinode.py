@@ -6,13 +6,11 @@ The nodes are biorank's own (``NodeSettings(nodes=3)``), on loopback, each in it
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,16 +18,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from opensearchpy import OpenSearch, helpers
-from running import index_until, node_of_its_own, serving
+from running import ask_through, fault_service, index_until, node_of_its_own, sample_corpus
 
-from benchmarks.serve_faults import hit_ids
 from biorank.cli import cli
 from biorank.cluster.local import LocalNode, port_is_free
-from biorank.demo import sample_path
 from biorank.indexer.indexer import Indexer, IndexOptions
 from biorank.models.encoder import Encoder
 from biorank.retrieval.searcher import Searcher, SearchSettings
-from biorank.service.app import SearchService, ServiceSettings
 from biorank.store.client import connect
 from biorank.store.mappings.documents import IndexSettings
 
@@ -62,14 +57,6 @@ def three_nodes() -> Iterator[LocalNode]:
 @pytest.fixture(scope="module")
 def client(three_nodes: LocalNode) -> OpenSearch:
     return connect(",".join(three_nodes.status().urls))
-
-
-def _corpus(folder: Path, n: int) -> Path:
-    with gzip.open(sample_path(), "rt", encoding="utf-8") as f:
-        lines = [next(f) for _ in range(n)]
-    path = folder / f"sample-{n}.jsonl"
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
 
 
 def _index(client: OpenSearch, name: str, corpus: Path, encoder: Encoder, replicas: int) -> None:
@@ -120,7 +107,7 @@ def test_three_nodes_start_with_one_command_and_elect_one_cluster_manager(three_
 def test_with_replicas_a_killed_node_costs_no_answer_and_rejoins(
         three_nodes: LocalNode, client: OpenSearch, default_encoder: Encoder, tmp_path: Path) -> None:
     name = "faults-replicated"
-    _index(client, name, _corpus(tmp_path, 60), default_encoder, replicas=1)
+    _index(client, name, sample_corpus(tmp_path, 60), default_encoder, replicas=1)
     _green(client, name)
     searchers = {mode: Searcher.open(client, name, settings=SearchSettings(mode=mode)) for mode in ("bm25", "hybrid")}
     before = {mode: _answers(s) for mode, s in searchers.items()}
@@ -143,7 +130,7 @@ def test_with_replicas_a_killed_node_costs_no_answer_and_rejoins(
 def test_a_node_killed_while_indexing_leaves_an_index_that_resumes_to_exact_counts(
         three_nodes: LocalNode, client: OpenSearch, default_encoder: Encoder, tmp_path: Path) -> None:
     name, reference = "faults-indexing", "faults-indexing-reference"
-    corpus = _corpus(tmp_path, 120)
+    corpus = sample_corpus(tmp_path, 120)
     urls = ",".join(three_nodes.status().urls)
     command = [sys.executable, "-m", "biorank.cli", "--url", urls, "index", str(corpus), "--index", name,
                "--no-sentences", "--shards", "3", "--replicas", "1", "--batch-size", "8",
@@ -180,7 +167,7 @@ def test_a_node_killed_while_indexing_leaves_an_index_that_resumes_to_exact_coun
 def test_without_replicas_a_lost_node_is_one_line_naming_the_missing_shards(
         three_nodes: LocalNode, client: OpenSearch, default_encoder: Encoder, tmp_path: Path) -> None:
     name = "faults-unreplicated"
-    _index(client, name, _corpus(tmp_path, 30), default_encoder, replicas=0)
+    _index(client, name, sample_corpus(tmp_path, 30), default_encoder, replicas=0)
     _green(client, name)
     shards = client.cat.shards(index=name, format="json", h="shard,prirep,node")
     holder = next(s["node"] for s in shards if s["prirep"] == "p")
@@ -211,40 +198,18 @@ def test_serve_answers_every_request_while_a_node_is_killed(
     clients ask ``serve`` for first-stage and reranked hits while node-1, the client's first host, is killed with
     ``kill -9``. Every request is answered, each with the hits of the fault-free run."""
     name = "faults-serve"
-    _index(client, name, _corpus(tmp_path, 60), default_encoder, replicas=1)
+    _index(client, name, sample_corpus(tmp_path, 60), default_encoder, replicas=1)
     _green(client, name)
-    service = SearchService(client, ServiceSettings(index=name, query_log=False), query_log_index="unused",
-                            searcher=Searcher.open(client, name, encoder=default_encoder))
-    requests = [{"q": q, "k": 10, "mode": mode} for q in QUERIES for mode in ("bm25", "hybrid")]
-    requests.append({"q": QUERIES[0], "k": 5, "rerank": True})
-    problems: list[str] = []
-    answered = [0] * 3
-    stop = threading.Event()
-    with serving(service) as url:
-        expected = [hit_ids(url, r) for r in requests]
+    service, requests = fault_service(client, name, default_encoder, QUERIES)
 
-        def ask(worker: int) -> None:
-            turn = worker
-            while not stop.is_set():
-                n, turn = turn % len(requests), turn + 1
-                try:
-                    if hit_ids(url, requests[n]) != expected[n]:
-                        problems.append(f"other hits for {requests[n]}")
-                except Exception as e:  # every failure is counted, none stops the others
-                    problems.append(f"{requests[n]}: {e}")
-                answered[worker] += 1
-
-        workers = [threading.Thread(target=ask, args=(n,)) for n in range(3)]
-        for worker in workers:
-            worker.start()
+    def fault() -> None:
+        time.sleep(2)
         try:
-            time.sleep(2)
             os.kill(three_nodes.status().members[0].pid, signal.SIGKILL)
             time.sleep(5)
         finally:
-            stop.set()
-            for worker in workers:
-                worker.join(timeout=300)
             _rejoin(three_nodes, client)
+
+    problems, answered = ask_through(service, requests, fault)
     assert problems == [] and all(n > 3 for n in answered), (problems[:5], answered)
     client.indices.delete(index=name)
