@@ -9,7 +9,9 @@ nothing.
 
 Settings pass as the official image takes them: every environment variable whose name has a dot
 (``cluster.name``, ``discovery.seed_hosts``, ...) becomes ``-E name=value``; a container given no discovery
-setting runs as a single node. Security is off, as on the local node without ``--secure``.
+setting runs as a single node. Security is off, as on the local node without ``--secure``; a secured image
+(``secure=True``) carries the security plugin with the certificates and users the local node's secured start
+makes, kept on this machine so that rebuilds keep them.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def base_for(engine: artifacts.Engine) -> Base:
     return next(b for b in BASES if b.java_major in engine.java)
 
 
-# Options of the official image's entrypoint, in bash (every base has it): dotted variables become settings.
+# The official image's way with settings, in bash (minbase has it): dotted variables become -E settings.
 ENTRYPOINT = r"""#!/bin/bash
 # Starts OpenSearch with Debian's JRE; every environment variable named like a setting (a dot in its name:
 # cluster.name, discovery.seed_hosts, ...) becomes -E name=value, as in the official image.
