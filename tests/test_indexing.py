@@ -308,17 +308,18 @@ def test_a_cluster_lost_midway_is_one_clear_error_and_the_rerun_completes(
     assert len({s["doc_id"] for s in _scan(client, "lost-sentences", ["doc_id"])}) == 80
 
 
-@pytest.mark.parametrize("batch_size,sizes", [(64, [8, 16, 32, 64, 64, 64, 52]), (5, [5] * 60 + [0])])
-def test_the_first_batches_are_small_so_progress_moves_from_the_start(tmp_path: Path, batch_size: int,
-                                                                       sizes: list[int]) -> None:
-    """The packaged 300 abstracts read as a run reads them: 8, then doubling up to the batch size (a
+@pytest.mark.parametrize("batch_size,ramp,sizes", [(64, True, [8, 16, 32, 64, 64, 64, 52]),
+                                                   (5, True, [5] * 60 + [0]), (64, False, [64] * 4 + [44])])
+def test_the_first_batches_of_an_index_run_are_small_so_progress_moves_from_the_start(
+        tmp_path: Path, batch_size: int, ramp: bool, sizes: list[int]) -> None:
+    """The packaged 300 abstracts read as ``index`` reads them: 8, then doubling up to the batch size (a
     --batch-size below 8 is kept from the start), every record once, in order; a file's last batch says it ends,
-    empty if its records filled the one before."""
+    empty if its records filled the one before. ``encode`` (no ramp) reads whole batches: its shards count them."""
     from biorank.indexer.batches import IndexReport, RejectsFile, open_readers, read_batches
 
     options = IndexOptions(index="unused", batch_size=batch_size)
     rejects = RejectsFile(tmp_path / "rejects.tsv")
-    batches = list(read_batches(open_readers([sample_path()], options), options, IndexReport(), rejects))
+    batches = list(read_batches(open_readers([sample_path()], options), options, IndexReport(), rejects, ramp=ramp))
     assert [len(b.records) for b in batches] == sizes
     with gzip.open(sample_path(), "rt", encoding="utf-8") as f:
         expected = [str(json.loads(line)["doc_id"]) for line in f]

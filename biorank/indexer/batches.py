@@ -104,15 +104,16 @@ FIRST_BATCH = 8
 
 
 def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | Deletion]]], options: IndexOptions,
-                 report: IndexReport, rejects: RejectsFile) -> Iterator[Batch]:
+                 report: IndexReport, rejects: RejectsFile, *, ramp: bool = False) -> Iterator[Batch]:
     """The input in batches of ``options.batch_size`` records, each within one file (the last of each file says
     so), with what cannot be indexed reported to ``rejects``: how ``index`` and ``encode`` both read.
 
-    The first batches are smaller (:data:`FIRST_BATCH`, doubling up to the batch size): progress is said per
-    batch written, and a first batch of 64 abstracts with sentences keeps a slow CPU silent for a minute."""
+    With ``ramp`` the first batches are smaller (:data:`FIRST_BATCH`, doubling up to the batch size): ``index``
+    says its progress per batch written, and a first batch of 64 abstracts with sentences keeps a slow CPU silent
+    for a minute. ``encode`` keeps whole batches: its shards and their resumption count batches of that size."""
     batch: dict[str, Abstract] = {}
     deletions: dict[str, Deletion] = {}
-    size = min(FIRST_BATCH, options.batch_size)
+    size = min(FIRST_BATCH, options.batch_size) if ramp else options.batch_size
 
     def full() -> bool:
         nonlocal size

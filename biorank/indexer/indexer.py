@@ -271,7 +271,7 @@ class Indexer:
                 in_flight: Future | None = None
                 in_flight_ids: set[str] = set()
                 file_start = counts_since(report)
-                for batch in read_batches(readers, o, report, rejects):
+                for batch in read_batches(readers, o, report, rejects, ramp=True):
                     if in_flight is not None and batch.ids & in_flight_ids:
                         # A later version or a withdrawal of a document still being written: preparing it now
                         # would read the version before, and the older write could land last.
