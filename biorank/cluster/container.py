@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from biorank.cluster.artifacts import engine
 from biorank.cluster.image import REPOSITORY, build_image, docker_client, run_once
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from testcontainers.core.network import Network
 
 Echo = Callable[[str], None]
+C = TypeVar("C")
 
 PREFIX = "biorank-tc-"
 OWNER_LABEL = "org.biorank.pid"
@@ -36,15 +37,6 @@ MAP_COUNT_NEEDED = 262144
 """OpenSearch's production check of ``vm.max_map_count`` (a node that sees other nodes must pass it)."""
 OPEN_FILES_NEEDED = 65535
 """Its production check of the open-files limit, which no container can raise above the Docker daemon's own."""
-
-
-def docker_available(timeout: float = 3.0) -> bool:
-    """True when a Docker daemon answers; a client binary alone is not enough."""
-    try:
-        docker_client(timeout)
-    except ContainerError:
-        return False
-    return True
 
 
 def _configure_testcontainers() -> None:
@@ -105,9 +97,22 @@ def remove_leftovers(echo: Echo = print) -> int:
     return removed
 
 
-def _loopback(container: DockerContainer, port: int = 9200, host_port: int | None = None) -> None:
-    # testcontainers binds published ports on every interface; biorank's are on loopback only.
-    container.ports[str(port)] = ("127.0.0.1", host_port)
+def _ours(container: C, name: str, published: dict[int, int | None], **run: Any) -> C:
+    """``container`` named ``name`` and labelled with this process, ``published`` (its port: the host's, None for
+    any free one) on 127.0.0.1 only, where testcontainers would bind every interface; ``run``: more ``docker run``
+    arguments."""
+    container.with_name(name).with_kwargs(labels=_labels(), **run)
+    for port, host in published.items():
+        container.ports[str(port)] = ("127.0.0.1", host)
+    return container
+
+
+def _image_for_run(version: str | None, echo: Echo) -> str:
+    """Ready to start containers: testcontainers set up as biorank runs it, a crashed run's leftovers gone, and the
+    image of ``version``."""
+    _configure_testcontainers()
+    remove_leftovers(echo)
+    return opensearch_image(version, echo)
 
 
 def opensearch_container(version: str | None = None, heap: str = "1g", echo: Echo = print) -> OpenSearchContainer:
@@ -120,13 +125,10 @@ def opensearch_container(version: str | None = None, heap: str = "1g", echo: Ech
     """
     from testcontainers.community.opensearch import OpenSearchContainer
 
-    _configure_testcontainers()
-    remove_leftovers(echo)
-    image = opensearch_image(version, echo)
+    image = _image_for_run(version, echo)
     # Images since 2.12 reject a weak initial admin password even with security off.
     container = OpenSearchContainer(image, security_enabled=False, initial_admin_password="Biorank-local-1")
-    container.with_name(f"{PREFIX}{uuid.uuid4().hex[:8]}").with_kwargs(labels=_labels())
-    _loopback(container)
+    _ours(container, f"{PREFIX}{uuid.uuid4().hex[:8]}", {9200: None})
     return container.with_env("OPENSEARCH_JAVA_OPTS", f"-Xms{heap} -Xmx{heap}")
 
 
@@ -136,13 +138,10 @@ def node_container(image: str) -> DockerContainer:
     from testcontainers.core.container import DockerContainer
 
     _configure_testcontainers()
-    container = DockerContainer(image, name=f"{PREFIX}{uuid.uuid4().hex[:8]}")
-    container.with_kwargs(labels=_labels())
-    _loopback(container)
-    return container
+    return _ours(DockerContainer(image), f"{PREFIX}{uuid.uuid4().hex[:8]}", {9200: None})
 
 
-def max_map_count() -> int | None:
+def _max_map_count() -> int | None:
     with contextlib.suppress(OSError, ValueError):
         return int(Path("/proc/sys/vm/max_map_count").read_text())
     return None
@@ -177,16 +176,14 @@ class ContainerCluster:
         """Create the network and every node, and wait until all have joined and the cluster is green."""
         from testcontainers.core.network import Network
 
-        _configure_testcontainers()
-        remove_leftovers(self._echo)
-        image = opensearch_image(self.version, self._echo)
+        image = _image_for_run(self.version, self._echo)
         run = uuid.uuid4().hex[:8]
         self._network = Network(docker_network_kw={"labels": _labels()})
         self._network.name = f"{PREFIX}{run}"
         self._network.create()
         self.ports = _free_ports(self.size)
         settings = {"cluster.name": f"biorank-{run}", "OPENSEARCH_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap}"}
-        if (max_map_count() or 0) < MAP_COUNT_NEEDED:
+        if (_max_map_count() or 0) < MAP_COUNT_NEEDED:
             # Nodes that see each other over a network pass OpenSearch's production checks; without mmap they
             # need no vm.max_map_count.
             settings["node.store.allow_mmap"] = "false"
@@ -216,10 +213,10 @@ class ContainerCluster:
         settings = {**settings, "discovery.seed_hosts": ",".join(names),
                     "cluster.initial_cluster_manager_nodes": ",".join(names)}
         for name, port in zip(names, self.ports, strict=True):
-            node = DockerContainer(image, env={**settings, "node.name": name}, name=f"{PREFIX}{run}-{name}",
-                                   network=self._network, network_aliases=[name])
-            node.with_kwargs(labels=_labels(), ulimits=[Ulimit(name="nofile", soft=65536, hard=65536)])
-            _loopback(node, 9200, port)
+            node = DockerContainer(image, env={**settings, "node.name": name}, network=self._network,
+                                   network_aliases=[name])
+            _ours(node, f"{PREFIX}{run}-{name}", {9200: port},
+                  ulimits=[Ulimit(name="nofile", soft=OPEN_FILES_NEEDED + 1, hard=OPEN_FILES_NEEDED + 1)])
             self._nodes.append(node.start())
 
     def _start_shared(self, image: str, run: str, settings: dict[str, str]) -> None:
@@ -227,11 +224,9 @@ class ContainerCluster:
         ports: transport on loopback keeps OpenSearch in development mode, whatever the file limit."""
         from testcontainers.core.container import DockerContainer
 
-        holder = DockerContainer(image, name=f"{PREFIX}{run}-net", network=self._network,
-                                 network_aliases=["opensearch"])
-        holder.with_kwargs(labels=_labels(), entrypoint=["sleep", "infinity"])
-        for n, port in enumerate(self.ports):
-            _loopback(holder, 9200 + n, port)
+        holder = DockerContainer(image, network=self._network, network_aliases=["opensearch"])
+        _ours(holder, f"{PREFIX}{run}-net", {9200 + n: port for n, port in enumerate(self.ports)},
+              entrypoint=["sleep", "infinity"])
         self._holder = holder.start()
         seeds = ",".join(f"127.0.0.1:{9300 + n}" for n in range(self.size))
         names = [self.name(n) for n in range(1, self.size + 1)]
@@ -239,8 +234,8 @@ class ContainerCluster:
             env = {**settings, "node.name": name, "http.port": str(9200 + n), "transport.port": str(9300 + n),
                    "transport.host": "127.0.0.1", "discovery.seed_hosts": seeds,
                    "cluster.initial_cluster_manager_nodes": ",".join(names)}
-            node = DockerContainer(image, env=env, name=f"{PREFIX}{run}-{name}")
-            node.with_kwargs(labels=_labels(), network_mode=f"container:{self._holder.get_wrapped_container().id}")
+            node = _ours(DockerContainer(image, env=env), f"{PREFIX}{run}-{name}", {},
+                         network_mode=f"container:{self._holder.get_wrapped_container().id}")
             self._nodes.append(node.start())
 
     def wait_green(self, timeout: float | None = None) -> None:

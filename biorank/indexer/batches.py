@@ -114,14 +114,6 @@ def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | De
     batch: dict[str, Abstract] = {}
     deletions: dict[str, Deletion] = {}
     size = min(FIRST_BATCH, options.batch_size) if ramp else options.batch_size
-
-    def full() -> bool:
-        nonlocal size
-        if len(batch) + len(deletions) < size:
-            return False
-        size = min(2 * size, options.batch_size)
-        return True
-
     for path, records in readers:
         for record in records:
             report.read += 1
@@ -129,9 +121,9 @@ def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | De
                 # A version earlier in this input is withdrawn with it, before it was ever written.
                 batch.pop(record.id, None)
                 deletions[record.id] = record
-                if full():
+                if len(batch) + len(deletions) >= size:
                     yield Batch(list(batch.values()), list(deletions.values()))
-                    batch, deletions = {}, {}
+                    batch, deletions, size = {}, {}, min(2 * size, options.batch_size)
                 continue
             if isinstance(record, Abstract) and (problem := record_problem(record, options)):
                 record = Rejected(record.source, record.line, record.id, problem)
@@ -151,9 +143,9 @@ def read_batches(readers: Iterable[tuple[Path, Iterator[Abstract | Rejected | De
                 rejects.write(earlier.source, earlier.line, earlier.id,
                               f"duplicate id: replaced by the record at line {record.line}")
             batch[record.id] = record
-            if full():
+            if len(batch) + len(deletions) >= size:
                 yield Batch(list(batch.values()), list(deletions.values()))
-                batch, deletions = {}, {}
+                batch, deletions, size = {}, {}, min(2 * size, options.batch_size)
         # A batch never spans two files, so every file's writes can be known complete (``file_done``); the
         # last batch of a file says so, even an empty one.
         yield Batch(list(batch.values()), list(deletions.values()), ends=path)
