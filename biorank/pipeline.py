@@ -1,5 +1,7 @@
-"""One pipeline: the first stage, then the cross-encoder, then snippets — what ``query``, ``search``, ``eval``,
-``export-bioasq``, ``tune-snippets`` and the server all run, so what is served is what is evaluated.
+"""One pipeline: the first stage, then (where asked) its facets, then the cross-encoder, then (where asked) near-
+duplicates dropped, MMR and the date order (:mod:`biorank.stages.diversity`), then snippets — what
+``query``, ``search``, ``eval``, ``export-bioasq``, ``tune-snippets`` and the server all run, so what is served is
+what is evaluated.
 
 A pipeline is built once, from a system name or settings: each stage is constructed once (its models loaded
 before any query, so no query's time includes a load), every stage has the same shape (``run(answers, depth)``
@@ -21,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from biorank.errors import BiorankError
 from biorank.models.cross_encoder import LENGTHS
 from biorank.retrieval.searcher import SearchSettings
+from biorank.stages.diversity import CANDIDATES, Reorder, check_reorder
+from biorank.stages.facets import FACET_CANDIDATES, FacetCounter, check_candidates, parse_facets
 from biorank.stages.rerank import DEFAULT_DEPTH, DEFAULT_LENGTH, Reranker, check_weight
 from biorank.stages.snippets import DOCUMENTS_PER_QUERY, WEIGHT_VARIANTS, SnippetScorer, SnippetWeights
 from biorank.types import Advance, Answer
@@ -52,10 +56,38 @@ SNIPPETS = "+snippets"
 RESCORE = "+rescore"
 BATCH = 32
 """Queries per batch through every stage: one ``_msearch``, one read of the texts to rerank."""
+MAX_DEPTH = CANDIDATES
+"""Hits per query at most when paging (page times k): deeper pages cost the reranker and the snippets more than
+they help, and every page is then a slice of the one list the reordering stages work on."""
 
 
 class PipelineError(BiorankError):
     """A system name outside the grammar, or settings no pipeline can run."""
+
+
+def page_depth(page: int, k: int) -> int:
+    """How many hits to ask a pipeline for to show page ``page`` of ``k`` (its last ``k`` are the page).
+
+    Args:
+        page: the page, from 1.
+        k: hits per page.
+
+    Returns:
+        ``page * k``.
+
+    Raises:
+        PipelineError: a page below 1, or a later page reaching past :data:`MAX_DEPTH` hits (the first page takes
+            any ``k``, as a ranking of the whole ``k`` does).
+
+    Example:
+        >>> page_depth(3, 10)
+        30
+    """
+    if page < 1:
+        raise PipelineError(f"pages count from 1, not {page}")
+    if page > 1 and page * k > MAX_DEPTH:
+        raise PipelineError(f"page times k may be {MAX_DEPTH} at most (page {page} of {k} is {page * k})")
+    return page * k
 
 
 @dataclass(frozen=True)
@@ -84,8 +116,26 @@ class PipelineSettings:
     """Mark the query terms in snippets (what a person reads; evaluation does without)."""
     explain: bool = False
     """Ask OpenSearch how each first-stage score was made."""
+    facets: tuple[str, ...] = ()
+    """Facets to count over the first stage's top ``facet_candidates`` documents (:mod:`biorank.stages.facets`:
+    ``year``, ``journal``, ``mesh``, ``pt``); none by default."""
+    facet_candidates: int = FACET_CANDIDATES
+    dedupe: float | None = None
+    """Drop the hits whose block-0 vector's cosine with a better hit kept is at least this
+    (:mod:`biorank.stages.diversity`, after the reranker); None keeps them."""
+    mmr: float | None = None
+    """λ of maximal marginal relevance, reordering the top candidates after the reranker; None keeps the order."""
+    sort: str = "relevance"
+    """``relevance``, or ``date``: newest first within the top candidates (:mod:`biorank.stages.diversity`)."""
 
     def __post_init__(self) -> None:
+        check_reorder(self.dedupe, self.mmr, self.sort)
+        if self.rescore and self.sort != "relevance":
+            raise PipelineError("--rescore orders the top hits by their snippets' score, --sort date by year: "
+                                "choose one")
+        if self.facets:
+            object.__setattr__(self, "facets", parse_facets(self.facets))
+            check_candidates(self.facet_candidates)
         if self.rescore and self.snippets is None:
             object.__setattr__(self, "snippets", "tuned")
         if self.snippets is not None and self.snippets not in WEIGHT_VARIANTS:
@@ -162,23 +212,39 @@ class Stage(Protocol):
 
 
 class FirstStage:
-    """The searcher as a stage: the top ``depth`` hits of each query."""
+    """The searcher as a stage: the top ``depth`` hits of each query, and its facets where asked: counted by the
+    request that ranks the hits, or, for a mode without one, over the top ``facets.candidates`` it ranks and one
+    request more (:mod:`biorank.stages.facets`)."""
 
     name = "first_stage"
 
-    def __init__(self, searcher: Searcher, *, explain: bool = False) -> None:
+    def __init__(self, searcher: Searcher, *, explain: bool = False, facets: FacetCounter | None = None) -> None:
         self.searcher = searcher
         self.explain = explain
+        self.facets = facets
 
     def run(self, answers: Sequence[Answer], depth: int) -> None:
-        found = self.searcher.search_many({a.query_id: a.query for a in answers}, depth, explain=self.explain,
-                                          batch=max(len(answers), 1))
+        queries = {a.query_id: a.query for a in answers}
+        counted: dict[str, dict] | None = None
+        if self.facets is not None and self.facets.in_request(self.searcher):
+            found, counted = self.searcher.search_counted(queries, depth, self.facets.aggregations(),
+                                                          explain=self.explain)
+        else:
+            breadth = max(depth, self.facets.candidates) if self.facets is not None else depth
+            found = self.searcher.search_many(queries, breadth, explain=self.explain, batch=max(len(answers), 1))
         for answer in answers:
+            if counted is not None and self.facets is not None:
+                answer.facets = self.facets.read(counted[answer.query_id])
             answer.hits = found[answer.query_id]
+            if (parsed := self.searcher.parse(answer.query)) is not None:
+                answer.ranked_by = parsed.words
+        if self.facets is not None and counted is None:
+            self.facets.count(answers, depth)
 
 
 class Pipeline:
-    """First stage → rerank → snippets over one index, built once and run for any number of queries.
+    """First stage (and its facets) → rerank → reorder → snippets over one index, built once and run for any number
+    of queries.
 
     >>> pipeline = Pipeline.build("hybrid+rerank+snippets", Searcher.open(connect(), "scifact"))  # doctest: +SKIP
     >>> answer = pipeline.search("Does vitamin D prevent fractures?", k=10)  # doctest: +SKIP
@@ -194,10 +260,17 @@ class Pipeline:
             raise PipelineError(f"{settings.name} needs its stages built: open it with Pipeline.build")
         self.settings = settings
         self.searcher = searcher
-        self.first = FirstStage(searcher, explain=settings.explain)
+        # Facets load nothing: the settings that ask for them build them here.
+        self.facets = FacetCounter(searcher.client, searcher.index, settings.facets,
+                                   candidates=settings.facet_candidates) if settings.facets else None
+        self.first = FirstStage(searcher, explain=settings.explain, facets=self.facets)
         self.reranker = reranker
         self.snippets = snippets
-        self.stages: list[Stage] = [s for s in (self.first, reranker, snippets) if s is not None]
+        # Reordering loads nothing either: its hits' vectors are read per batch.
+        self.reorder = Reorder(searcher.client, searcher.index, dedupe=settings.dedupe, mmr=settings.mmr,
+                               sort=settings.sort) if settings.dedupe is not None or settings.mmr is not None \
+            or settings.sort != "relevance" else None
+        self.stages: list[Stage] = [s for s in (self.first, reranker, self.reorder, snippets) if s is not None]
 
     @classmethod
     def build(cls, system: str | PipelineSettings, searcher: Searcher, *, cross_encoder: CrossEncoder | None = None,
@@ -239,6 +312,8 @@ class Pipeline:
         """What the user should know about how answers are made (hybrid's candidate union over a large index, a
         perspective that could not be computed)."""
         route = [self.searcher.route_note] if self.searcher.route_note else []
+        if self.reorder is not None:
+            route.append(f"{self.reorder.describe()} within the top {CANDIDATES} hits")
         return route + (list(self.snippets.notes) if self.snippets is not None else [])
 
     def search(self, query: str, k: int = 10, *, log: QueryLog | None = None) -> Answer:
@@ -267,7 +342,7 @@ class Pipeline:
              log: QueryLog | None = None, single: bool = False) -> dict[str, Answer]:
         if k < 1:
             raise PipelineError(f"k must be at least 1, not {k}")
-        depth = max(k, self.reranker.depth) if self.reranker is not None else k
+        depth = self.depth(k)
         answers: dict[str, Answer] = {}
         items = list(queries.items())
         for start in range(0, len(items), BATCH):
@@ -290,8 +365,13 @@ class Pipeline:
 
     def sent_requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
         """Every first-stage request for ``query`` as (method and path, body), ready for Dev Tools."""
-        depth = max(k, self.reranker.depth) if self.reranker is not None else k
-        return self.searcher.sent_requests(query, depth)
+        return self.searcher.sent_requests(query, self.depth(k))
+
+    def depth(self, k: int) -> int:
+        """How many hits the first stage returns for the top ``k``: more where the reranker reorders more, or the
+        reordering works on its candidates (:data:`~biorank.stages.diversity.CANDIDATES`)."""
+        return max(k, self.reranker.depth if self.reranker is not None else k,
+                   self.reorder.depth if self.reorder is not None else k)
 
     def log(self, log: QueryLog, answers: Sequence[Answer], k: int, *, single: bool = False) -> None:
         """Buffer a query-log record per answer: where and how it was asked, each stage's ms, its top hits; a

@@ -47,6 +47,9 @@ class Abstract:
     ``sentences`` holds the source's own sentence split when it has one (SciFact does); then
     ``abstract`` is those sentences joined by single spaces, so character offsets into ``abstract``
     are defined by that join.
+
+    The fields after ``line`` are what MEDLINE carries beside the text (only the PubMed XML reader sets them;
+    they stay empty for every other source): exports cite with them and searches filter on them.
     """
 
     id: str
@@ -58,6 +61,15 @@ class Abstract:
     mesh: tuple[str, ...] = field(default_factory=tuple)
     source: str = ""
     line: int = 0
+    authors: tuple[str, ...] = field(default_factory=tuple)
+    """"LastName Initials" ("Smith JA"), or a group's CollectiveName as written, in the citation's order."""
+    doi: str | None = None
+    publication_types: tuple[str, ...] = field(default_factory=tuple)
+    """MEDLINE's PublicationType texts ("Journal Article", "Review", "Randomized Controlled Trial")."""
+    mesh_major: tuple[str, ...] = field(default_factory=tuple)
+    """The MeSH descriptors marked major topics, on the descriptor itself or on any of its qualifiers."""
+    journal_abbrev: str | None = None
+    """The journal's NLM title abbreviation (MedlineTA, "N Engl J Med"), else its ISO abbreviation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +173,24 @@ class Snippet(Sentence):
         return data
 
 
+@dataclass(frozen=True)
+class Facets:
+    """How many of a query's candidate documents carry each metadata value: PubMed's sidebar counts, over the
+    documents the first stage ranked highest (``candidates`` of them), not over the whole index.
+
+    ``counts`` maps a facet's name (``year``, ``journal``, ``mesh``, ``pt``) to (value, documents) pairs: the most
+    frequent values first, years in order.
+    """
+
+    candidates: int
+    counts: dict[str, tuple[tuple[str | int, int], ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The counts as JSON-ready data: ``{"candidates": n, "year": [{"value": 2015, "count": 3}, ...], ...}``."""
+        return {"candidates": self.candidates,
+                **{name: [{"value": v, "count": c} for v, c in pairs] for name, pairs in self.counts.items()}}
+
+
 @dataclass
 class Answer:
     """One query as it passes through a pipeline: each stage replaces ``hits`` or adds ``snippets``, and the
@@ -173,6 +203,16 @@ class Answer:
     """Every candidate sentence of the top documents, best first; None where the pipeline has no snippets."""
     ms: dict[str, float] = field(default_factory=dict)
     """Stage -> milliseconds (``first_stage``, ``rerank``, ``snippets``) and their ``total``."""
+    facets: Facets | None = None
+    """Metadata counts over the first stage's candidates, where the pipeline counts them."""
+    ranked_by: str | None = None
+    """What the stages after the first read as the query, where it is not ``query`` itself: the words of a query in
+    PubMed's syntax, without its operators and tags (a cross-encoder reads sentences, not Boolean expressions)."""
+
+    @property
+    def words(self) -> str:
+        """The query as the reranker and the snippets read it: :attr:`ranked_by`, else the query itself."""
+        return self.ranked_by or self.query
 
     def top_snippets(self, k: int = 10) -> list[Snippet]:
         """The ``k`` best sentences: what a BioASQ answer lists (at most 10)."""

@@ -19,8 +19,9 @@ from running import serving
 from biorank.cluster.local import free_port
 from biorank.pipeline import Pipeline, PipelineSettings
 from biorank.retrieval.searcher import Searcher
-from biorank.service import app as service_app
-from biorank.service.app import MAX_BODY_BYTES, SearchService, ServiceSettings
+from biorank.service import bounds as service_bounds
+from biorank.service.app import SearchService, ServiceSettings
+from biorank.service.bounds import MAX_BODY_BYTES
 from biorank.service.server import HeadTimeoutProtocol
 
 CLAIM = "Vitamin B12 deficiency raises homocysteine levels."
@@ -265,6 +266,90 @@ def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(
         assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
+def test_a_person_downloads_the_page_as_ris_in_a_real_browser(opensearch, medline_index, default_encoder, browser,
+                                                               tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+
+    service = SearchService(opensearch, ServiceSettings(index=medline_index, query_log=False),
+                            query_log_index="unused",
+                            searcher=Searcher.open(opensearch, medline_index, encoder=default_encoder))
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    with serving(service) as url:
+        browser.get(f"{url}/?q=cataract+surgery&mode=bm25")
+        titles = [h.find_element(By.TAG_NAME, "h2").text for h in browser.find_elements(By.CSS_SELECTOR, "li.hit")]
+        browser.find_element(By.LINK_TEXT, "RIS").click()
+        deadline = time.monotonic() + 120
+        while not (done := list(downloads.glob("*.ris"))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert [p.name for p in done] == ["biorank-cataract-surgery.ris"]
+    text = done[0].read_bytes().decode()
+    assert text.startswith("TY  - JOUR\r\n") and text.count("ER  - \r\n") == len(titles) == 10
+    assert [line[6:] for line in text.split("\r\n") if line.startswith("TI  - ")] == titles
+
+
+def test_a_person_sorts_by_date_and_follows_similar_articles_in_a_real_browser(
+    opensearch, medline_index, default_encoder, browser,
+) -> None:
+    import re
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    service = SearchService(opensearch, ServiceSettings(index=medline_index, query_log=False),
+                            query_log_index="unused",
+                            searcher=Searcher.open(opensearch, medline_index, encoder=default_encoder))
+
+    def metas() -> list[str]:
+        return [h.find_element(By.CLASS_NAME, "meta").text for h in browser.find_elements(By.CSS_SELECTOR, "li.hit")]
+
+    def follow(action: Callable[[], Any]) -> None:
+        page = browser.find_element(By.TAG_NAME, "html")
+        action()
+        WebDriverWait(browser, 120).until(staleness_of(page))
+
+    with serving(service) as url:
+        browser.get(f"{url}/?q=surgery+outcomes+in+patients")
+        by_score = metas()
+        Select(browser.find_element(By.NAME, "sort")).select_by_value("date")
+        follow(browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click)
+        years = [int(re.search(r"\b(\d{4}) · id", m).group(1)) for m in metas()]
+        assert len(years) == 10 and years == sorted(years, reverse=True) and metas() != by_score
+        assert Select(browser.find_element(By.NAME, "sort")).first_selected_option.get_attribute("value") == "date"
+
+        first = re.search(r"id (\d+)", metas()[0]).group(1)
+        follow(browser.find_elements(By.CSS_SELECTOR, "li.hit a.similar")[0].click)
+        assert "similar articles (dense)" in browser.find_element(By.CLASS_NAME, "timing").text
+        similar = [re.search(r"id (\d+)", m).group(1) for m in metas()]
+        assert len(similar) == 10 and first not in similar and f"most like {first}" in browser.page_source
+
+
+def test_a_person_narrows_by_a_facet_in_a_real_browser(opensearch, medline_index, default_encoder, browser) -> None:
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    service = SearchService(opensearch, ServiceSettings(index=medline_index, query_log=False),
+                            query_log_index="unused",
+                            searcher=Searcher.open(opensearch, medline_index, encoder=default_encoder))
+    with serving(service) as url:
+        browser.get(f"{url}/?q={quote('visual acuity after cataract surgery')}")
+        journals = browser.find_element(By.XPATH, "//aside[@class='facets']/p[strong='Journal']")
+        link = journals.find_elements(By.TAG_NAME, "a")[1]  # not the first: any value narrows
+        journal, page = link.text, browser.find_element(By.TAG_NAME, "html")
+        link.click()
+        WebDriverWait(browser, 120).until(staleness_of(page))
+        metas = [h.find_element(By.CLASS_NAME, "meta").text for h in browser.find_elements(By.CSS_SELECTOR, "li.hit")]
+        assert metas and all(m.startswith(journal) for m in metas), (journal, metas)
+        assert f"only journal '{journal}'" in browser.find_element(By.CLASS_NAME, "timing").text
+        assert browser.find_element(By.NAME, "journal").get_attribute("value") == journal
+
+
 def _raw(url: str, head: bytes, body_parts: Sequence[bytes] = (), *, wait_s: float = 30) -> bytes:
     """What the server answers to ``head`` and then ``body_parts`` written on one connection, as they are; stops
     sending when the server has answered or closed."""
@@ -328,7 +413,7 @@ def test_a_request_that_stops_arriving_is_not_held_open(opensearch, sample_index
     """Half a head, or a head and part of the body, then nothing: the server closes or answers 408 in its own
     time, instead of holding the connection for ever."""
     monkeypatch.setattr(HeadTimeoutProtocol, "head_timeout_s", 1.0)
-    monkeypatch.setattr(service_app, "BODY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(service_bounds, "BODY_TIMEOUT_S", 1.0)
     service = SearchService(opensearch, ServiceSettings(index=sample_index, query_log=False), query_log_index="unused",
                             searcher=Searcher.open(opensearch, sample_index, encoder=default_encoder))
     with serving(service) as url:

@@ -3,7 +3,18 @@ imports stay inside the commands, so ``biorank --help`` starts in a blink."""
 
 # The command modules register themselves on the group, which each imports from main; main imports none of them,
 # so no import runs in a circle.
-from biorank.cli import cluster, evaluate, indexing, inspect, searching, serving, training, tuning  # noqa: F401
+from biorank.cli import (  # noqa: F401
+    cluster,
+    evaluate,
+    indexing,
+    inspect,
+    reordering,
+    searching,
+    serving,
+    topics,
+    training,
+    tuning,
+)
 from biorank.cli.main import cli, main
 
 __all__ = ["cli", "main"]

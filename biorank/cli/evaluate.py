@@ -10,6 +10,7 @@ import click
 from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import echo, record_progress, say, stage_progress
+from biorank.cli.screens import Expert
 from biorank.config import ConnectionSettings
 from biorank.evaluation.measures import BEIR_MEASURES
 from biorank.evaluation.splits import SPLITS
@@ -24,37 +25,26 @@ if TYPE_CHECKING:
 @click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Queries to run (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT); needed with --systems.")
 @click.option("--systems", default="bm25,dense,hybrid", show_default=True,
-              help="Comma-separated systems to run; the first is the baseline of the significance tests. "
-                   + options.SYSTEMS_HELP)
+              help="Comma-separated systems; the first is the baseline (`biorank help eval`).")
 @click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--runs", "score_runs", is_flag=True,
-              help="Score the run files given as arguments instead of running systems: TREC runs, or BioASQ "
-                   "submissions (.json, scored with their snippets against a golden file, the bioasq-* measures "
-                   "exactly as the official evaluator scores the file).")
+              help="Score the run files given as arguments (TREC runs, BioASQ .json) instead of systems.")
 @options.index_option()
 @click.option("--split", type=click.Choice(SPLITS), default="all", show_default=True,
-              help="Judged queries to use: the fixed 20% dev split (what tuning uses), the other 80%, or all; "
-                   "dev-unseen: the dev queries none of whose relevant documents a query of the other 80% (or of "
-                   "--seen) has, so a model trained on those never read them; unseen: every judged query none of "
-                   "whose documents --seen has (a query set held out whole).")
+              metavar="SPLIT", help=f"Judged queries: {', '.join(SPLITS)} (`biorank help eval`).")
 @click.option("--seen", "seen", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Judgements of queries trained on elsewhere (qrels, SciFact claims or BioASQ golden files); "
-                   "repeatable. Their relevant documents are seen: dev-unseen and unseen leave out the queries that "
-                   "share one.")
-@click.option("--measures", default=",".join(BEIR_MEASURES), show_default=True)
-@click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets of +snippets systems "
-                   "(BioASQ golden files carry their own).")
+              cls=Expert, topic="eval",
+              help="Judgements of queries trained on elsewhere, for dev-unseen and unseen; repeatable.")
+@click.option("--measures", default=",".join(BEIR_MEASURES), show_default=True, cls=Expert, topic="eval",
+              help="Measures to report.")
+@click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False, path_type=Path), cls=Expert, topic="eval",
+              help="SciFact claims whose evidence sentences are the gold snippets of +snippets systems.")
 @click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
-              default="min_gold_cutoff", show_default=True,
-              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before. "
-                   "The bioasq-* measures equal the official evaluator's (BioASQEvaluation.jar -e 9, -e 5, -e 2 "
-                   "respectively; documents compared as written, nothing cut at 10); the bioasq-*-pmid measures "
-                   "are biorank's reading (documents matched by PMID whatever the URL form, at most 10), never "
-                   "the official figures.")
+              default="min_gold_cutoff", show_default=True, cls=Expert, topic="eval",
+              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before.")
 @click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Depth of each run.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
-              show_default=True, help="Where runs, table.md, table.json and the plots go.")
+              show_default=True, help="Where runs, table.md and table.json go.")
 @options.filter_options
 @options.rerank_options
 @options.device_option
@@ -68,18 +58,9 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
     """Run systems over a query set (or read runs) and report every measure side by side.
 
     \b
-    Examples:
-      biorank eval --queries ../shared/data/scifact/queries_train.jsonl \\
-                   --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev
-      biorank eval --runs bm25.trec hybrid.trec --qrels qrels.tsv
-    Generalisation: the dev claims whose abstracts no training claim cites; NFCorpus dev queries whose
-    directly linked articles no NFCorpus training query links:
-      biorank eval --queries ../shared/data/scifact/claims_train.jsonl \\
-                   --qrels ../shared/data/scifact/qrels/train.tsv --index scifact --split dev-unseen \\
-                   --systems hybrid,hybrid+rerank
-      biorank eval --queries ../shared/data/nfcorpus/dev.titles.queries \\
-                   --qrels ../shared/data/nfcorpus/dev.2-1-0.qrel --index nfcorpus --split unseen \\
-                   --seen ../shared/data/nfcorpus/train.2-1-0.qrel --systems hybrid,hybrid+rerank
+    Examples (BEIR's SciFact; plots need pip install 'biorank[plots]'):
+      biorank eval --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact --split dev
+      biorank eval --runs bm25.trec hybrid.trec --qrels scifact/qrels/test.tsv
     """
     from biorank.evaluation.report import NO_PLOTS, pyplot
     from biorank.experiment import Experiment, ExperimentError, run_experiment

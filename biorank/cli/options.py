@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from biorank.cli.render import echo
+from biorank.cli.screens import Expert
 from biorank.config import DEFAULT_INDEX, SEED, ConnectionSettings
 from biorank.retrieval.filters import FilterError, Filters
 
@@ -22,10 +23,7 @@ if TYPE_CHECKING:
     from biorank.retrieval.searcher import Searcher, SearchSettings
     from biorank.store.query_log import QueryLog
 
-MODE_HELP = ("bm25 | dense (kNN on HNSW) | dense-exact | hybrid (exact λ·BM25 + ⟨q,p⟩ over every block, or over "
-             "the candidate union above --exact-limit) | "
-             "hybrid-approx (the same over the BM25 and kNN top K) | rrf | minmax (fusions, for comparison) | "
-             "os-hybrid (neural-search's own hybrid query and min-max pipeline)")
+MODE_HELP = "First stage: hybrid, bm25, dense, rrf, ... (`biorank help modes`)."
 SYSTEMS_HELP = ("Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, hybrid-approx, "
                 "rrf, minmax, os-hybrid; NAME+rerank reorders the top --rerank-depth with the cross-encoder; "
                 "NAME+snippets (or NAME+rerank+snippets) also returns snippets, scored with the weights "
@@ -89,35 +87,25 @@ def seed_option(help: str = "Seed of everything drawn at random.") -> Callable:
 
 
 def log_option(command: Callable) -> Callable:
-    return click.option("--no-log", is_flag=True, help="Do not write these queries to the query log "
-                        "(biorank-queries) [env: BIORANK_QUERY_LOG=0].")(command)
-
-
-PRECISION_HELP = ("fp32/bf16 (and fp16 on a GPU) run in torch (pip install 'biorank[train]'); onnx (fp32) and int8 "
-                  "in ONNX Runtime from an export made once per model; openvino from the same fp32 graph in "
-                  "OpenVINO, bf16 where the CPU computes it natively (pip install 'biorank[openvino]'); these three "
-                  "run on the CPU. auto: onnx for queries; for documents and pairs, where the CPU has AVX512_BF16 "
-                  "or AMX, bf16 if torch is installed, else openvino if that is; on a GPU bf16 where it computes "
-                  "it natively, else fp16; else onnx.")
+    return click.option("--no-log", is_flag=True, help="Do not log these queries (in biorank-queries) "
+                        "[env: BIORANK_QUERY_LOG=0].")(command)
 
 
 def precision_option(command: Callable) -> Callable:
     from biorank.models.placement import PRECISIONS
 
     return click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
-                        help=f"The encoder's backend (of documents, or of queries): {PRECISION_HELP}")(command)
+                        metavar="BACKEND",
+                        help="The encoder's backend; see `biorank help precision`.")(command)
 
 
 def sentence_vectors_option(command: Callable) -> Callable:
     from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS, SENTENCE_VECTORS
 
     return click.option(
-        "--sentence-vectors", type=click.Choice(SENTENCE_VECTORS), default=None,
-        help="How a new sentences index stores each sentence's vector, only ever scored within a query's top "
-             "documents: exact (floats, no graph), byte (a byte a component, a quarter of the floats), hnsw "
-             "(floats in an HNSW graph, as indices before this option), none (the snippet stage encodes the top "
-             f"documents' sentences at query time). Default: an existing index's own, else {DEFAULT_SENTENCE_VECTORS} "
-             "(docs/concepts/snippets.md measures each).")(command)
+        "--sentence-vectors", type=click.Choice(SENTENCE_VECTORS), default=None, cls=Expert, topic="snippets",
+        help=f"How a new sentences index stores their vectors [default: the index's own, else "
+             f"{DEFAULT_SENTENCE_VECTORS}].")(command)
 
 
 def _device_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -128,11 +116,7 @@ def _device_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
-DEVICE_OPTION_HELP = (
-    "Where the encoder and the cross-encoder run: auto takes a GPU where torch is installed and sees one (queries "
-    "are still encoded in ONNX Runtime on the CPU unless a GPU is named: it starts without torch), else the CPU; on "
-    "a GPU the models run in torch, bf16 where it computes bf16 natively, else fp16 (docs/concepts/precision.md) "
-    "[env: BIORANK_DEVICE].")
+DEVICE_OPTION_HELP = "Where models run; `biorank help precision` [env: BIORANK_DEVICE]."
 
 
 def device_option(command: Callable | None = None, *, help: str = DEVICE_OPTION_HELP) -> Callable:
@@ -157,46 +141,50 @@ def device_option(command: Callable | None = None, *, help: str = DEVICE_OPTION_
 def prefix_options(command: Callable) -> Callable:
     """The texts put before queries and passages; unset, those the model was trained with (e5: ``query: ``,
     ``passage: ``; none for all-MiniLM-L6-v2 and bge-small-en-v1.5)."""
-    command = click.option("--passage-prefix", default=None, help="Put before every passage and sentence when "
-                           "encoding it [default: the model's own].")(command)
+    command = click.option("--passage-prefix", default=None, cls=Expert, topic="index", help="Put before every "
+                           "passage and sentence when encoding it [default: the model's own].")(command)
     from biorank.models.prefixes import BGE_QUERY_INSTRUCTION
 
-    return click.option("--query-prefix", default=None, help="Put before every query when encoding it; the index "
-                        "records it, so its queries always get it [default: the model's own: 'query: ' for "
-                        "e5-small-v2, none for bge-small-en-v1.5, whose optional instruction "
-                        f"'{BGE_QUERY_INSTRUCTION}' measured no better].")(command)
+    return click.option("--query-prefix", default=None, cls=Expert, topic="index",
+                        help="Put before every query when encoding it; the index "
+                        "records it [default: the model's own: 'query: ' for e5-small-v2, none for bge-small-en-v1.5, "
+                        f"whose optional instruction '{BGE_QUERY_INSTRUCTION}' measured no better].")(command)
 
 
 def search_options(command: Callable) -> Callable:
     """The options of the first stage, for every command that runs one: the command gets ``index_name`` and one
     ``search`` (:class:`~biorank.retrieval.searcher.SearchSettings`, on the command's ``--device``)."""
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
+    from biorank.retrieval.syntax import SYNTAXES
 
     @functools.wraps(command)
     def with_search(*args: Any, mode: str, lam: float | None, fields: str | None, candidates: int, exact_limit: int,
-                    precision: str, filters: Filters, **kwargs: Any) -> Any:
+                    precision: str, filters: Filters, syntax: str, **kwargs: Any) -> Any:
         search = SearchSettings(mode=mode, lam=lam, fields=fields, candidates=candidates, exact_limit=exact_limit,
-                                precision=precision, filters=filters, device=kwargs.get("device", "auto"))
+                                precision=precision, filters=filters, device=kwargs.get("device", "auto"),
+                                syntax=syntax)
         return command(*args, search=search, **kwargs)
 
     return apply(with_search, [
         index_option(),
         click.option("--mode", type=click.Choice(MODES), default=default(SearchSettings, "mode"), show_default=True,
-                     help=MODE_HELP),
+                     metavar="MODE", help=MODE_HELP),
         click.option("--lambda", "lam", type=float, default=None,
-                     help="λ of the hybrid [default: the index's tuned λ, else 0.03]."),
-        click.option("--fields", type=click.Choice(FIELD_SETS), default=None,
+                     help="λ, BM25's weight in the hybrid [default: the index's; `biorank help modes`]."),
+        click.option("--fields", type=click.Choice(FIELD_SETS), default=None, cls=Expert, topic="modes",
                      help="BM25 field set [default: text for bm25, passage when combined with vectors]."),
         click.option("--candidates", type=click.IntRange(1, 10_000), default=default(SearchSettings, "candidates"),
-                     show_default=True, help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
+                     show_default=True, cls=Expert, topic="modes",
+                     help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
         click.option("--exact-limit", type=click.IntRange(0), default=default(SearchSettings, "exact_limit"),
-                     show_default=True,
-                     help="hybrid scores every block of an index up to this many blocks; over a larger one "
-                          f"it scores the union of the BM25 and kNN top {default(SearchSettings, 'union_candidates')} "
-                          "(hybrid-approx's route: the same top 10 where measured, faster), which "
-                          "--show-query and `stats` say. A huge value keeps it exact everywhere."),
+                     show_default=True, cls=Expert, topic="modes",
+                     help="hybrid scores every block of an index up to this many blocks, else the union of the "
+                          f"BM25 and kNN top {default(SearchSettings, 'union_candidates')}."),
         precision_option,
         filter_options,
+        click.option("--syntax", type=click.Choice(SYNTAXES), default=default(SearchSettings, "syntax"),
+                     show_default=True, metavar="|".join(SYNTAXES),
+                     help="PubMed syntax where a query has it, always, never (biorank help syntax)."),
     ])
 
 
@@ -217,10 +205,9 @@ def filter_options(command: Callable) -> Callable:
         click.option("--year", metavar="RANGE", default=None,
                      help="Only documents published in these years: 2015, 2015-2020, 2015- or -2020."),
         click.option("--journal", multiple=True, metavar="NAME",
-                     help="Only documents of this journal, its whole name as PubMed gives it (any case); repeat "
-                          "for any of several."),
+                     help="Only this journal, its whole name as PubMed gives it; repeat for any of several."),
         click.option("--mesh", multiple=True, metavar="HEADING",
-                     help="Only documents indexed with this MeSH heading (any case); repeat to require each."),
+                     help="Only documents with this MeSH heading (any case); repeat to require each."),
     ])
 
 
@@ -229,10 +216,8 @@ def rerank_options(command: Callable) -> Callable:
     from biorank.stages.rerank import DEFAULT_WEIGHT, WEIGHT_RANGE
 
     return reranker_options(click.option(
-        "--rerank-weight", type=click.FloatRange(*WEIGHT_RANGE), default=None,
-        help="The cross-encoder's share of the final score, the first stage's the rest (both min-max normalised "
-             "over the reranked hits); 1 orders by the cross-encoder alone [default: the index's, from "
-             f"tune-rerank, else {DEFAULT_WEIGHT:g}].")(command))
+        "--rerank-weight", type=click.FloatRange(*WEIGHT_RANGE), default=None, cls=Expert, topic="rerank",
+        help=f"The cross-encoder's share of the final score [default: the index's, else {DEFAULT_WEIGHT:g}].")(command))
 
 
 def reranker_options(command: Callable) -> Callable:
@@ -242,22 +227,19 @@ def reranker_options(command: Callable) -> Callable:
     from biorank.pipeline import PipelineSettings
 
     return apply(command, [
-        click.option("--reranker", "reranker_model", default=None,
-                     help="Cross-encoder: a local folder or hub name, or several separated by commas, an "
-                          "ensemble (e.g. biorank-reranker,models/reranker-minilm: each scores every pair, their "
-                          "scores min-max normalised per query and averaged) [default: the index's, from "
-                          "train-reranker or tune-rerank, else biorank-reranker, shipped with biorank]."),
+        click.option("--reranker", "reranker_model", default=None, cls=Expert, topic="rerank",
+                     help="Cross-encoder: a folder, a hub name, or several, comma-separated (an ensemble) "
+                          "[default: the index's, else biorank-reranker]."),
         click.option("--rerank-depth", type=click.IntRange(1, 1000),
-                     default=default(PipelineSettings, "rerank_depth"), show_default=True,
-                     help="How many first-stage hits the cross-encoder reorders."),
+                     default=default(PipelineSettings, "rerank_depth"), show_default=True, cls=Expert,
+                     topic="rerank", help="How many first-stage hits the cross-encoder reorders."),
         click.option("--rerank-length", type=click.IntRange(*LENGTHS),
-                     default=default(PipelineSettings, "rerank_length"), show_default=True,
-                     help="Word pieces of query + title + abstract the cross-encoder reads; most abstracts are "
-                          "longer than 256. 512 reads nearly all of them whole, in 2.5x the time "
-                          "(docs/measurements/reranking.md)."),
+                     default=default(PipelineSettings, "rerank_length"), show_default=True, cls=Expert,
+                     topic="rerank", help="Word pieces of query + title + abstract read; 512 reads nearly all "
+                     "abstracts whole, in 2.5x the time."),
         click.option("--rerank-precision", type=click.Choice(["auto", *PRECISIONS]),
-                     default=default(PipelineSettings, "precision"), show_default=True,
-                     help=f"The cross-encoder's backend: {PRECISION_HELP}"),
+                     default=default(PipelineSettings, "precision"), show_default=True, cls=Expert,
+                     topic="precision", help="The cross-encoder's backend; see `biorank help precision`."),
     ])
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from biorank.types import Answer, Hit
+    from biorank.types import Answer, Facets, Hit
 
 PLAIN_EVERY_S = 5.0
 """How often a progress line is printed when stderr is not a terminal (a pipe, a CI log)."""
@@ -136,6 +136,13 @@ def hits_table(hits: Sequence[Hit], title: str) -> Table:
 
     rows = [(hit.rank, hit.id, *(cell(hit, c) for c in columns), hit.title) for hit in hits]
     return table(title, ["rank", "id", *columns, "title"], rows, no_wrap=("id",), right=("rank", *columns))
+
+
+def facets_table(facets: Facets) -> Table:
+    """One row per facet value: the facet, the value, and how many of the candidate documents carry it."""
+    rows = [(name, value, count) for name, pairs in facets.counts.items() for value, count in pairs]
+    return table(f"facets of the first stage's top {facets.candidates} documents", ["facet", "value", "documents"],
+                 rows, right=("documents",))
 
 
 def print_snippets(answer: Answer, per_hit: int = 3) -> None:

@@ -13,13 +13,16 @@ from biorank.cli.render import (
     console,
     echo,
     explanation_text,
+    facets_table,
     hits_table,
     json_text,
     print_snippets,
     record_progress,
     say,
 )
+from biorank.cli.reordering import reorder_options
 from biorank.config import ConnectionSettings
+from biorank.export import FILE_FORMATS, FORMATS
 
 if TYPE_CHECKING:
     from biorank.retrieval.searcher import SearchSettings
@@ -65,54 +68,71 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 @click.argument("text")
 @options.search_options
 @click.option("-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many documents.")
-@click.option("--json", "as_json", is_flag=True, help="Hits as JSON lines (id, title, rank, score parts).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, metavar="FORMAT",
+              help=f"How hits are printed: {', '.join(FORMATS)}.")
+@click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--show-query", is_flag=True, help="Print every request body sent, for Dashboards Dev Tools.")
 @click.option("--explain", is_flag=True, help="Ask OpenSearch how each score was made and print it.")
 @click.option("--rerank", is_flag=True, help="Reorder the top --rerank-depth hits with the cross-encoder.")
 @options.rerank_options
 @options.device_option
-@click.option("--snippets", is_flag=True, help="Show each hit's best sentences (relevance, similarity, BM25 and "
-              "document score, weighted as tune-snippets stored for the index, else as tuned on SciFact) with the "
-              "query terms highlighted.")
-@click.option("--rescore", is_flag=True, help="Also reorder the top 10 hits by S_doc, their score from their best "
-              "sentences (implies --snippets).")
+@click.option("--snippets", is_flag=True, help="Show each hit's best sentences, query terms highlighted (`biorank "
+              "help snippets`).")
+@click.option("--rescore", is_flag=True, help="Also reorder the top 10 by S_doc, their best sentences' score "
+              "(implies --snippets).")
+@click.option("--facets", metavar="NAMES", help="Facets over the top 200 hits: year,journal,mesh,pt or all.")
+@reorder_options
 @options.log_option
 @click.pass_obj
-def query(settings: ConnectionSettings, text: str, index_name: str, search: SearchSettings, k: int, as_json: bool,
-          show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool, device: str,
-          **rerank_options: object) -> None:
+def query(settings: ConnectionSettings, text: str, index_name: str, search: SearchSettings, k: int, fmt: str,
+          as_json: bool, show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
+          device: str, facets: str | None, reorder: dict, page: int, **rerank_options: object) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
     \b
     Examples:
       biorank query "vitamin B12 deficiency and homocysteine" --index scifact
-      biorank query "BRCA1 and breast cancer risk" --mode bm25 --fields wordpieces+bigrams
-      biorank query "statins in sepsis" --mode hybrid --lambda 0.1 --show-query
-      biorank query "vitamin D and tuberculosis" --index scifact --rerank --snippets
-      biorank query "IVF outcomes" --index pubmed --year 2014-2015 --journal "Fertility and sterility"
+      biorank query "vitamin D and tuberculosis" --index scifact --rerank --snippets --year 2015-
+      biorank query '(metformin OR biguanide*) AND "gestational diabetes" NOT review[pt]' --index pubmed
     """
     import json
 
-    from biorank.pipeline import Pipeline
+    from biorank.pipeline import Pipeline, page_depth
+    from biorank.stages.facets import parse_facets
 
+    if as_json and fmt not in ("table", "json"):
+        raise click.UsageError(f"--json is --format json; give --json or --format {fmt}, not both")
+    depth = page_depth(page, k)
     searcher = options.searcher(settings, index_name, search)
     pipeline = Pipeline.build(options.pipeline_settings(
         searcher, device=device, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
-        highlight=True, explain=explain, **rerank_options), searcher)
-    notes = pipeline.notes
+        highlight=True, explain=explain, facets=parse_facets(facets) if facets else None, **reorder,
+        **rerank_options), searcher)
+    parsed = pipeline.searcher.parse(text)
+    notes = pipeline.notes + list(parsed.notes if parsed else ())
     if show_query:
+        if parsed is not None:
+            say(f"# parsed as PubMed syntax: {parsed.describe()}")
         if pipeline.searcher.route_note:
             # Dev Tools reads a line starting with # as a comment, so the printed requests stay pasteable.
             say(f"# {pipeline.searcher.route_note}")
             notes.remove(pipeline.searcher.route_note)
-        for request, body in pipeline.sent_requests(text, k):
+        for request, body in pipeline.sent_requests(text, depth):
             say(f"{request}\n{json.dumps(body, indent=2)}\n")
     for note in notes:
         echo(f"note: {note}")
-    answer = pipeline.search(text, k, log=options.query_log(settings, searcher.client, "query", no_log))
-    if as_json:
+    answer = pipeline.search(text, depth, log=options.query_log(settings, searcher.client, "query", no_log))
+    answer.hits = answer.hits[depth - k:]  # the page: a slice of one ranking, as the server's pages are
+    if as_json or fmt == "json":
         for line in answer.to_dicts():
             click.echo(json_text(line))
+        if answer.facets is not None:
+            click.echo(json_text({"facets": answer.facets.to_dict()}))
+    elif fmt != "table":
+        from biorank.export import SINGLE_QUERY, cited_rows, render
+
+        rows = cited_rows(searcher.client, searcher.index, {SINGLE_QUERY: answer.to_dicts()})
+        click.echo(render(fmt, rows, tag=f"biorank-{search.mode}"), nl=False)
     else:
         parts = [f"λ = {pipeline.searcher.lam:g}"] if pipeline.searcher.settings.mode_class.weighs_lambda else []
         if searcher.needs_encoder:
@@ -123,6 +143,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
             f" ({'; '.join(parts)})" if parts else "")))
         if answer.snippets is not None:
             print_snippets(answer)
+        if answer.facets is not None:
+            console().print(facets_table(answer.facets))
     if explain:
         for hit in answer.hits:
             say(f"\n#{hit.rank} {hit.id}\n{explanation_text(hit.explanation)}")
@@ -132,15 +154,18 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
 @click.option("--queries", "queries_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="BEIR queries.jsonl, SciFact claims_*.jsonl, or ID<TAB>TEXT lines.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="TREC run file to write.")
+              help="The file to write (a TREC run by default).")
+@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="trec", show_default=True,
+              help="The file's format: a TREC run, JSON lines, CSV, RIS, BibTeX, or the PMIDs found.")
 @options.search_options
 @click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Documents per query.")
 @options.device_option
 @options.log_option
 @click.pass_obj
-def search(settings: ConnectionSettings, queries_path: str, output: Path, index_name: str, search: SearchSettings,
-           k: int, no_log: bool, device: str) -> None:
-    """Run every query of a set and write a TREC run file (queries go in batches, with a progress bar)."""
+def search(settings: ConnectionSettings, queries_path: str, output: Path, fmt: str, index_name: str,
+           search: SearchSettings, k: int, no_log: bool, device: str) -> None:
+    """Run every query of a set and write a TREC run file, or --format another (queries go in batches, with a
+    progress bar)."""
     from biorank.evaluation.runs import write_trec
     from biorank.evaluation.topics import read_queries
     from biorank.pipeline import Pipeline
@@ -153,5 +178,14 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, index_
     with record_progress(pipeline.name, len(queries), "queries") as advance:
         answers = pipeline.run(queries, k, progress=advance,
                                log=options.query_log(settings, searcher.client, "search", no_log))
-    lines = write_trec(output, {q: a.hits for q, a in answers.items()}, tag=f"biorank-{search.mode}")
-    say(f"{len(answers)} queries, {lines} lines written to {output}")
+    if fmt == "trec":
+        lines = write_trec(output, {q: a.hits for q, a in answers.items()}, tag=f"biorank-{search.mode}")
+        say(f"{len(answers)} queries, {lines} lines written to {output}")
+        return
+    from biorank.export import cited_rows, render
+
+    rows = cited_rows(searcher.client, searcher.index, {q: a.to_dicts() for q, a in answers.items()})
+    # newline="": the text's own line ends (CRLF in RIS and CSV) are written as they are.
+    with output.open("w", encoding="utf-8", newline="") as f:
+        f.write(render(fmt, rows, tag=f"biorank-{search.mode}"))
+    say(f"{len(answers)} queries, {len(rows)} hits written to {output} as {fmt}")

@@ -12,6 +12,7 @@ from click.core import ParameterSource
 from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, say, stage_progress, table
+from biorank.cli.screens import Expert
 from biorank.config import ConnectionSettings
 from biorank.models.cross_encoder import DEFAULT_MAX_LENGTH, LENGTHS
 from biorank.models.encoder import DEFAULT_MODEL
@@ -26,68 +27,55 @@ if TYPE_CHECKING:
 
 @cli.command("train-reranker")
 @options.training_options(topics_required=False)
-@click.option("--base-model", default=SHIPPED_RERANKER, show_default=True,
-              help="Where training starts: biorank-reranker (the cross-encoder shipped with biorank, so your "
-                   "judgements fine-tune it), another cross-encoder folder, or a BERT-family encoder: a local "
-                   "folder, a hub name, or one biorank fetches by name (bge-small-en-v1.5, e5-small-v2, "
-                   "all-MiniLM-L6-v2: half the cost, a weaker start), which gets a fresh one-output head.")
-@click.option("--negatives-per-positive", type=click.IntRange(1), default=20, show_default=True,
+@click.option("--base-model", default=SHIPPED_RERANKER, show_default=True, metavar="MODEL",
+              help="A cross-encoder, or an encoder (a fresh head), by folder or name.")
+@click.option("--negatives-per-positive", type=click.IntRange(1), default=20, show_default=True, metavar="N",
+              cls=Expert, topic="training",
               help="Negatives drawn for each judged-relevant document.")
-@click.option("--negatives-from-top", type=click.IntRange(1), default=500, show_default=True,
-              help="Draw them from this BM25 depth (never a judged document); with --supervision, from the "
-                   "depth it was gathered with.")
+@click.option("--negatives-from-top", type=click.IntRange(1), default=500, show_default=True, metavar="N",
+              cls=Expert, topic="training",
+              help="Draw them from this depth, never a judged document (--supervision: its own depth).")
 @click.option("--supervision", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Train on what `biorank gather-supervision` wrote (every source's judgements, negatives from "
-                   "the pooled BM25 top) instead of --queries; --queries/--qrels then only validate, on their dev "
-                   "split.")
-@click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True,
+              help="Train on `biorank gather-supervision`'s folder; --queries/--qrels only validate.")
+@click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True, metavar="N",
+              cls=Expert, topic="training",
               help="With --supervision: relevant passages trained per query, of its best grade.")
 @click.option("--negatives-stage", type=click.Choice(["bm25", "hybrid"]), default="bm25", show_default=True,
-              help="Draw negatives from BM25's top --negatives-from-top, or the hybrid's (what the reranker meets at "
-                   "test time: --negatives-stage hybrid --negatives-from-top 20): the judged queries' (gathered "
-                   "--supervision brings its own) and --synthetic's.")
-@click.option("--synthetic", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A corpus file (any format biorank index reads) whose abstracts give self-supervised groups, "
-                   "trained before the judged ones each epoch: title -> abstract, a sentence -> its abstract "
-                   "without it (inverse cloze); negatives from --negatives-stage's top over the index, false "
-                   "negatives filtered; the dev queries' relevant abstracts left out.")
-@click.option("--synthetic-kinds", default="ict,title", show_default=True,
+              cls=Expert, topic="training",
+              help="Draw negatives from BM25's top, or the hybrid's (what the reranker meets at test time).")
+@click.option("--synthetic", type=click.Path(exists=True, dir_okay=False), default=None, cls=Expert, topic="training",
+              help="A corpus file whose abstracts give self-supervised groups (title, inverse cloze) each epoch.")
+@click.option("--synthetic-kinds", default="ict,title", show_default=True, cls=Expert, topic="training",
               help="With --synthetic: ict (a sentence -> the rest of its abstract), title (title -> abstract).")
-@click.option("--synthetic-limit", type=click.IntRange(1), default=None,
+@click.option("--synthetic-limit", type=click.IntRange(1), default=None, metavar="N", cls=Expert, topic="training",
               help="With --synthetic: at most this many self-supervised groups [default: one per abstract].")
 @click.option("--share", "shares", multiple=True, callback=options.parse_shares, metavar="SOURCE=FRACTION",
-              help="With --supervision: train on this share of a source's queries, the same ones each time (by a "
-                   "hash of the id); repeatable. The shipped model used nfcorpus=0.25: NFCorpus alone has more "
-                   "queries than every other source together.")
-@click.option("--epochs", type=click.IntRange(1), default=1, show_default=True)
+              cls=Expert, topic="training",
+              help="With --supervision: train on this share of a source's queries (by a hash of the id); repeatable.")
+@click.option("--epochs", type=click.IntRange(1), default=1, show_default=True, metavar="N")
 @click.option("--keep", type=click.Choice(["best", "last"]), default="best", show_default=True,
-              help="Which epoch --out holds: the best on the dev split, or the last (when the dev split is too "
-                   "small to choose by).")
-@click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=5e-5, show_default=True)
+              help="Which epoch --out holds: the best on the dev split, or the last.")
+@click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=5e-5, show_default=True,
+              cls=Expert, topic="training",
+              metavar="RATE")
 @click.option("--max-length", type=click.IntRange(*LENGTHS), default=DEFAULT_MAX_LENGTH, show_default=True,
-              help="Word pieces of query + document.")
-@click.option("--groups-per-step", type=click.IntRange(1), default=1, show_default=True,
-              help="Positives (each with its negatives) in one optimiser step. 1 suits a CPU (8 groups of 21 texts "
-                   "at 256 pieces take over 20 GB of memory there); on a GPU 8 keep it busy.")
-@click.option("--trim-groups", is_flag=True,
-              help="Cut the groups of a step to the fewest texts among them instead of padding: fewer pairs a "
-                   "step (how the shipped model was trained).")
-@click.option("--positive-repeats", type=click.IntRange(1), default=None,
-              help="Each epoch, train a relevant text in at most this many of its groups, a new draw each epoch "
-                   "[default: all]: a claim and its negation, or questions on one topic, cite the same abstract, "
-                   "which the model otherwise learns by heart.")
+              cls=Expert, topic="training",
+              metavar="N", help="Word pieces of query + document.")
+@click.option("--groups-per-step", type=click.IntRange(1), default=1, show_default=True, metavar="N",
+              help="Positives (each with its negatives) a step: 1 on a CPU, 8 on a GPU.")
+@click.option("--trim-groups", is_flag=True, cls=Expert, topic="training",
+              help="Cut a step's groups to the fewest texts among them instead of padding (the shipped recipe).")
+@click.option("--positive-repeats", type=click.IntRange(1), default=None, metavar="N", cls=Expert, topic="training",
+              help="Each epoch, train a relevant text in at most this many of its groups [default: all].")
 @click.option("--sentence-dropout", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
-              help="Each epoch, leave out every sentence of a training text with this probability (at least one "
-                   "kept), a new draw each epoch: no abstract is read twice in the same words.")
-@options.device_option(help="Where to train: auto takes a GPU where torch sees one, else the CPU "
-                            "[env: BIORANK_DEVICE].")
+              cls=Expert, topic="training",
+              metavar="P", help="Each epoch, leave out each sentence of a training text with this probability.")
+@options.device_option(help="Where to train: auto takes a GPU torch sees [env: BIORANK_DEVICE].")
 @click.option("--no-store", is_flag=True, help="Do not make this model the index's default reranker.")
 @click.option("--prepare-only", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Gather what training reads from the cluster (groups, dev candidates, their texts) into this "
-                   "file and stop: --prepared trains from it on a machine that cannot reach the cluster.")
+              help="Gather what training reads from the cluster into this file, and stop.")
 @click.option("--prepared", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Train from a file --prepare-only wrote, without a cluster; the groups, the dev split and the "
-                   "negative settings come from it (so no --queries, --qrels, --supervision or --synthetic).")
+              help="Train from a --prepare-only file, without a cluster.")
 @click.pass_obj
 def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels_path: str | None, index_name: str,
                    out: Path | None, max_steps: int | None, seed: int, no_store: bool, supervision: Path | None,
@@ -95,33 +83,15 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
                    **recipe: object) -> None:
     """Train a cross-encoder reranker from judgements and BM25 negatives (Hofstätter et al.).
 
-    \b
-    Training starts from the cross-encoder shipped with biorank (--base-model). Each judged-relevant document is
-    trained against up to 20 documents drawn from the query's BM25 top 500 that are not judged for it. The dev
-    split is validated after every epoch and the best epoch is kept in --out with a model card. Interrupted? Run
-    the same command again: it continues from its last checkpoint.
+    Training starts from the cross-encoder shipped with biorank (--base-model); each epoch is validated on the dev
+    split and its unseen part, which choose the epoch kept in --out with a model card. Interrupted? Run the same
+    command again. Recipes (the shipped model's, a GPU's): `biorank help training`.
 
     \b
-    Each epoch is validated on the dev split and on its unseen part (the dev queries none of whose relevant
-    documents a training query has: eval's --split dev-unseen), which chooses the best epoch.
-
-    \b
-    Example (SciFact train, about an hour on 2 CPU cores; --base-model all-MiniLM-L6-v2 about half):
-      biorank train-reranker --queries claims_train.jsonl --qrels qrels/train.tsv --index scifact \\
+    Examples (BEIR's SciFact; the second on every source `biorank gather-supervision` gathered):
+      biorank train-reranker --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact \\
           --out models/reranker-scifact
-    Every source at once (see gather-supervision), validated on SciFact's dev split:
-      biorank train-reranker --supervision supervision --queries claims_train.jsonl --qrels qrels/train.tsv \\
-          --index scifact --out models/reranker-all
-    With a GPU (found by itself), 8 groups a step and a few epochs take minutes, not hours. The shipped
-    model (biorank-reranker; its card in biorank/models/reranker/README.md) came from:
-      biorank train-reranker --supervision supervision ... --base-model bge-small-en-v1.5 \\
-          --share nfcorpus=0.25 --groups-per-step 8 --trim-groups --epochs 5 --keep last
-    Training for unseen documents (a GPU session: docs/measurements/training.md has the arithmetic):
-      biorank train-reranker --supervision supervision ... --synthetic ../shared/data/scifact/corpus.jsonl \\
-          --negatives-stage hybrid --negatives-from-top 20 --groups-per-step 8 --trim-groups --epochs 2
-    Where the GPU cannot reach the cluster, prepare here and train there (the recipe's other options there):
-      biorank train-reranker --supervision supervision ... --prepare-only training.xz
-      biorank train-reranker --prepared training.xz --out models/reranker --groups-per-step 8 --trim-groups
+      biorank train-reranker --supervision supervision --queries scifact/queries.jsonl ... --out models/reranker-all
     """
     from biorank.training.reranker import RerankerTraining
 
@@ -239,26 +209,30 @@ def _shown(value: object) -> str:
               help="The encoder to start from: a sentence-transformers folder, a hub name, or bge-small-en-v1.5 / "
                    "e5-small-v2 (from Maven Central); its prefixes are trained with.")
 @click.option("--synthetic-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,
+ cls=Expert, topic="encoder",
               help="Share of every batch that is synthetic pairs from the collection (0: none).")
 @click.option("--synthetic-kinds", default="ict,title", show_default=True,
+ cls=Expert, topic="encoder",
               help="Synthetic pairs: ict (a sentence -> the rest of its abstract), title (title -> abstract).")
 @click.option("--hard-negatives", type=click.IntRange(0), default=0, show_default=True,
+ cls=Expert, topic="encoder",
               help="BM25 negatives per supervised pair, besides the in-batch ones (never a judged document).")
 @click.option("--negatives-from-top", type=click.IntRange(1), default=100, show_default=True,
+              cls=Expert, topic="encoder",
               help="Draw them from this BM25 depth; with --supervision, from the depth it was gathered with.")
 @click.option("--supervision", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Train on what `biorank gather-supervision` wrote (every source's judgements, pooled BM25 "
-                   "negatives) instead of --queries; --queries/--qrels then only validate, on their dev split.")
+              help="Train on what `biorank gather-supervision` wrote; --queries/--qrels then only validate.")
 @click.option("--positives-per-query", type=click.IntRange(1), default=2, show_default=True,
+              cls=Expert, topic="encoder",
               help="With --supervision: relevant passages trained per query, of its best grade.")
-@click.option("--max-seq-length", type=click.IntRange(8, 512), default=None,
-              help="Word pieces read per text while training and validating [default: the base model's window]. "
-                   "Memory grows with it and the batch: bge's 512 with 64 passages a step took more than a 24 GB "
-                   "machine has, 256 about 11 GB. The saved model keeps the base model's window.")
+@click.option("--max-seq-length", type=click.IntRange(8, 512), default=None, cls=Expert, topic="encoder",
+              help="Word pieces read per text in training [default: the base model's window; memory grows with it].")
 @click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--batch-size", type=click.IntRange(2), default=32, show_default=True,
               help="Pairs per batch: each other's negatives.")
-@click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=2e-5, show_default=True)
+@click.option("--learning-rate", type=click.FloatRange(0, min_open=True), default=2e-5, show_default=True,
+              cls=Expert, topic="encoder",
+              metavar="RATE")
 @click.pass_obj
 def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, out: Path,
                   max_steps: int | None, seed: int, synthetic_kinds: str, supervision: Path | None,
@@ -273,12 +247,10 @@ def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: s
     checkpoint. Then give the index the new vectors with `biorank reindex-vectors`.
 
     \b
-    Example (SciFact train, docs/measurements/training.md gives the time it takes on 2 CPU cores):
-      biorank train-encoder --queries claims_train.jsonl --qrels qrels/train.tsv --index scifact \\
+    Examples (BEIR's SciFact; the second on every source `biorank gather-supervision` gathered):
+      biorank train-encoder --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact \\
           --out models/encoder-scifact
-    Every source at once (see gather-supervision), validated on SciFact's dev split:
-      biorank train-encoder --supervision supervision --queries claims_train.jsonl --qrels qrels/train.tsv \\
-          --index scifact --out models/encoder-all --synthetic-ratio 0
+      biorank train-encoder --supervision supervision --queries scifact/queries.jsonl ... --out models/encoder-all
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.models.extras import require_torch
@@ -309,22 +281,19 @@ def gather_supervision(settings: ConnectionSettings, data: Path, out: Path, nega
     """Gather every judgement under DATA into training material with BM25 negatives.
 
     \b
-    DATA is laid out as the shared data folder: scifact/ (claims -> cited abstracts and evidence sentences),
+    DATA holds a folder a source: scifact/ (claims -> cited abstracts and evidence sentences),
     bioasq/ (7B-9B questions -> gold snippets, and gold abstracts where bioasq/abstracts/ has them),
     nfcorpus/ (titles queries -> graded documents), pubmedqa/ (question -> its abstract); pubmed/ only adds
     texts to the pool. A missing source is skipped.
 
     \b
-    Held out as "dev" (never trained on): SciFact's dev split by either notion of relevance, NFCorpus dev, the
-    BioASQ 7B questions that evaluation scores end to end; the other BioASQ and PubMedQA queries by a hash of
-    their id (20%). "unseen" counts the held-out queries none of whose relevant documents a training query of
-    any source has (eval's --split dev-unseen and unseen measure on them). Negatives are the BM25 top of the
-    pool of every text (a working index on the cluster, deleted afterwards), never a text of a document judged
-    for the query.
+    Held out as "dev" (never trained on): SciFact's dev split, NFCorpus dev, BioASQ 7B; the other BioASQ and
+    PubMedQA queries by a hash of their id (20%). Negatives are the BM25 top of the pool of every text (a working
+    index on the cluster, deleted afterwards), never a text of a document judged for the query.
 
     \b
     Example:
-      biorank gather-supervision ../shared/data --out supervision
+      biorank gather-supervision data --out supervision    # data/scifact/, data/bioasq/, ...
     """
     from biorank.training.supervision import KINDS, bm25_negatives, gather, write
 
@@ -368,12 +337,12 @@ def train_snippet_scorer(data: Path, out: Path, max_queries: int | None, seed: i
     Runtime: give it to the snippet stage from Python (SnippetScorer(..., metric=MetricScorer.load(OUT))) or
     put its files in place of the shipped one (biorank/models/metric/, whose card has the command that made it).
 
-    DATA is the shared data folder (scifact/, bioasq/, nfcorpus/, pubmedqa/, pubmed/), gathered here, or a
-    folder `biorank gather-supervision` wrote.
+    DATA is a folder of sources as `biorank gather-supervision` reads them (scifact/, bioasq/, nfcorpus/,
+    pubmedqa/, pubmed/), gathered here, or a folder it wrote.
 
     \b
     Example:
-      biorank train-snippet-scorer ../shared/data --out models/metric
+      biorank train-snippet-scorer supervision --out models/metric
     """
     from biorank.models.catalogue import MAVEN_MODELS, materialise
     from biorank.models.extras import require_torch

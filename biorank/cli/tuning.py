@@ -9,6 +9,7 @@ import click
 from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import echo, record_progress, say, stage_progress
+from biorank.cli.screens import Expert
 from biorank.config import ConnectionSettings
 from biorank.tuning.lambda_grid import LAMBDA_GRID
 from biorank.tuning.rerank_weight import WEIGHT_GRID
@@ -84,8 +85,7 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
 
     \b
     The final score of a reranked hit is w·r + (1 - w)·f, the cross-encoder's score r and the first stage's f,
-    each min-max normalised over the reranked hits. The best w depends on the collection (the shipped
-    cross-encoder over the bge hybrid: 0.4 on SciFact dev and BioASQ 7B, 0.2-0.3 on NFCorpus dev), so it is tuned
+    each min-max normalised over the reranked hits. The best w depends on the collection, so it is tuned
     like λ: the cross-encoder scores each query's top --rerank-depth once, and every weight recombines those
     scores. From then on every --rerank, +rerank system and the service reranking with this cross-encoder
     use it (--rerank-weight still sets any; another cross-encoder gets the default). Tune λ first: the weight
@@ -93,8 +93,8 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
     normalised per query and averaged) is tuned the same way and stored as the index's reranker with its weight.
 
     \b
-    Example (SciFact train claims, the dev split eval and tune-lambda use):
-      biorank tune-rerank --queries $S/queries_train.jsonl --qrels $S/qrels/train.tsv --index scifact
+    Example (BEIR's SciFact, the dev split eval and tune-lambda use):
+      biorank tune-rerank --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact
       biorank tune-rerank ... --reranker biorank-reranker,models/reranker-minilm
     """
     from biorank.evaluation.measures import parse_measure
@@ -173,25 +173,21 @@ def _grid(grid: str, *, upper: float) -> list[float]:
 @click.option("--snippet-gold", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="SciFact claims_*.jsonl whose evidence sentences are the gold snippets.")
 @click.option("--qrels", "qrels_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Judgements whose judged queries are split, as `biorank eval --qrels` splits them: the dev "
-                   "split depends on the set of judged queries, so give eval's --qrels file to tune on the queries "
-                   "eval reports as dev [default: the --snippet-gold file, i.e. the claims with evidence].")
+              help="Eval's --qrels file, whose judged queries give the dev split [default: --snippet-gold].")
 @options.index_option()
 @click.option("--system", default="hybrid+rerank", show_default=True,
               help="The system whose top 10 documents give the sentences (see biorank eval --help).")
 @click.option("--reranker", "reranker_model", default=None,
-              help="Cross-encoder for +rerank and the relevance perspective: a folder or hub name, or several "
-                   "separated by commas (an ensemble) [default: the index's, from train-reranker or tune-rerank, "
-                   "else biorank-reranker, shipped with biorank].")
+ cls=Expert, topic="snippets",
+              help="Cross-encoder of +rerank and the relevance perspective [default: the index's].")
 @click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True, help=SPLIT_HELP)
 @click.option("--perspectives", default="relevance,similarity,lexical,metric,document", show_default=True,
-              help="Sentence perspectives the weights may use; the others stay 0. Leave out relevance and the "
-                   "snippet stage runs no cross-encoder over sentences, nearly all of its cost; metric is the "
-                   "shipped deep-metric sentence scorer, milliseconds a query (docs/measurements/snippets.md).")
-@click.option("--rounds", type=click.IntRange(1), default=5, show_default=True,
+              help="Perspectives the weights may use (without relevance: no cross-encoder over sentences).")
+@click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, cls=Expert, topic="snippets",
               help="At most this many rounds (document, then sentence weights).")
-@click.option("--trials", type=click.IntRange(1), default=60, show_default=True, help="Optuna trials per phase.")
-@click.option("--min-gain", type=click.FloatRange(0), default=0.001, show_default=True,
+@click.option("--trials", type=click.IntRange(1), default=60, show_default=True, cls=Expert, topic="snippets",
+              help="Optuna trials per phase.")
+@click.option("--min-gain", type=click.FloatRange(0), default=0.001, show_default=True, cls=Expert, topic="snippets",
               help="Stop after a round that gains less.")
 @options.seed_option("Seed of the TPE sampler.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("snippet-tuning.png"),

@@ -10,13 +10,23 @@ if TYPE_CHECKING:
     from biorank.types import Hit
 
 
+def trec_line(qid: str, doc_id: str, rank: int, score: float, tag: str) -> str:
+    """One hit as a run line (with its line end): what :func:`write_trec` writes and ``--format trec`` prints.
+
+    Example:
+        >>> trec_line("1", "17942999", 1, 0.5, "biorank-bm25")
+        '1 Q0 17942999 1 0.500000 biorank-bm25\n'
+    """
+    return f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n"
+
+
 def write_trec(path: str | Path, hits: Mapping[str, Sequence[Hit]], tag: str) -> int:
     """Write one line per hit, in rank order; returns the number of lines."""
     lines = 0
     with Path(path).open("w", encoding="utf-8") as f:
         for qid, ranked in hits.items():
             for hit in ranked:
-                f.write(f"{qid} Q0 {hit.id} {hit.rank} {hit.score:.6f} {tag}\n")
+                f.write(trec_line(qid, hit.id, hit.rank, hit.score, tag))
                 lines += 1
     return lines
 

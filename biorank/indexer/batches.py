@@ -68,6 +68,9 @@ class IndexReport:
     incomplete: tuple[str, ...] = ()
     """Where reading a file stopped before its end (a truncated download, XML past repair), one line each: what
     followed was never read, so a sync must not record that file as applied."""
+    bibliographic_left_out: int = 0
+    """Documents written without their authors, DOI, publication types and major MeSH: the index was built before
+    it had fields for them (rebuilding it with ``--recreate`` stores them)."""
     seconds: float = 0.0
     rejects_file: Path | None = None
 

@@ -43,7 +43,7 @@ from biorank.indexer.blocks import Block, block_budget, make_blocks
 from biorank.indexer.sentences import sentences_of
 from biorank.store.ids import block_id, sentence_id, storage_id
 from biorank.store.indices import concrete_index, delete_indices, is_alias, refresh_paused, sentences_index_name
-from biorank.store.mappings.documents import documents_index_body
+from biorank.store.mappings.documents import BIBLIOGRAPHIC, documents_index_body
 from biorank.store.mappings.sentences import (
     DEFAULT_SENTENCE_VECTORS,
     sentences_index_body,
@@ -61,10 +61,24 @@ if TYPE_CHECKING:
     from biorank.models.encoder import Encoder
 
 
-def content_hash(record: Abstract, *, model: str, with_sentences: bool) -> str:
-    """Changes when anything that reaches the index changes: the record, the encoder, the mapping."""
+MEDLINE_FIELDS = (*BIBLIOGRAPHIC, "doi")
+"""The :class:`~biorank.types.Abstract` fields only PubMed XML sets, which only an index built with them stores."""
+
+
+def content_hash(record: Abstract, *, model: str, with_sentences: bool, bibliographic: bool = True) -> str:
+    """Changes when anything that reaches the index changes: the record, the encoder, the mapping.
+
+    A bibliographic field (:data:`MEDLINE_FIELDS`) counts only where it is set and the index stores it
+    (``bibliographic``): a record of any other source, and any record bound for an index built before those fields
+    existed, hashes as it did before them, so a run over such an index re-encodes nothing for fields that would
+    not change what it holds. A PubMed index built with them hashes them, so a revised author list rewrites its
+    citation.
+    """
     fields = asdict(record)
     del fields["source"], fields["line"]
+    for name in MEDLINE_FIELDS:
+        if not bibliographic or not fields[name]:
+            del fields[name]
     key = json.dumps([fields, model, MAPPING_VERSION, with_sentences], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
@@ -203,6 +217,10 @@ class Indexer:
         self._vectors = vectors
         self.sentence_vectors = self.options.sentence_vectors or DEFAULT_SENTENCE_VECTORS
         """How the sentences index stores its vectors; :meth:`prepare_indices` settles it against the index."""
+        self.bibliographic = True
+        """Whether the documents index stores MEDLINE's bibliographic fields; :meth:`prepare_indices` reads it from
+        an existing index's record (one built before them has no such fields, and its strict mapping would refuse
+        every document that carried them)."""
 
     @property
     def encoder(self) -> Encoder | None:
@@ -332,6 +350,8 @@ class Indexer:
                 raise IndexMismatch(f"{name!r} is an alias; the sentences of {self.options.index!r} are written "
                                     "only into an index of that name; delete the alias or choose another --index")
             record = check_record(self.client, name, model=model)
+            if name == self.options.index:
+                self.bibliographic = record.bibliographic
             if record.block_tokens not in (None, identity.block_tokens):
                 raise IndexMismatch(f"{name!r} holds blocks of {record.block_tokens} word pieces, these are cut "
                                     f"to {identity.block_tokens}; index into another --index or --recreate")
@@ -343,6 +363,8 @@ class Indexer:
                                     "--index name")
         for name, body in missing.items():
             self.client.indices.create(index=name, body=body)
+            if name == self.options.index:
+                self.bibliographic = True
 
     def _sentence_vectors(self) -> str:
         """How the sentences are stored: as the existing sentences index stores them, else as asked, else the
@@ -361,14 +383,20 @@ class Indexer:
         o = self.options
         batch = input_batch.records
         model = self.identity.name
-        hashes = {r.id: content_hash(r, model=model, with_sentences=o.sentences) for r in batch}
+        hashes = {r.id: content_hash(r, model=model, with_sentences=o.sentences, bibliographic=self.bibliographic)
+                  for r in batch}
         previous = self._stored(list(hashes))
         todo = [r for r in batch if previous.get(r.id, {}).get("content_hash") != hashes[r.id]]
         report.unchanged += len(batch) - len(todo)
         report.replaced += sum(r.id in previous for r in todo)
 
+        if not self.bibliographic:
+            report.bibliographic_left_out += sum(any(getattr(r, name) for name in MEDLINE_FIELDS) for r in todo)
         if self._vectors is not None:
-            encoded = self._vectors.documents(todo, hashes)
+            # The shards hash every field the record has: they were made for no index in particular.
+            made = hashes if self.bibliographic else {
+                r.id: content_hash(r, model=model, with_sentences=o.sentences) for r in todo}
+            encoded = self._vectors.documents(todo, made)
         else:
             encoded = encode_records(self.load(), todo, with_sentences=o.sentences,
                                      encode_sentences=self.sentence_vectors != "none")
@@ -391,12 +419,17 @@ class Indexer:
                     "passage": b.text, "wordpieces": " ".join(b.wordpieces), "embedding": vector.tolist(),
                     "journal": record.journal, "year": record.year, "mesh": list(record.mesh),
                 }
+                if self.bibliographic:
+                    source |= {"authors": list(record.authors), "publication_types": list(record.publication_types),
+                               "mesh_major": list(record.mesh_major), "journal_abbrev": record.journal_abbrev}
                 if b.number == 0:
                     source |= {
                         "abstract": record.abstract, "text": f"{record.title}\n{record.abstract}".strip(),
                         "content_hash": hashes[record.id], "n_title_sentences": extent["title"],
                         "n_abstract_sentences": extent["abstract"],
                     }
+                    if self.bibliographic:
+                        source["doi"] = record.doi
                     last[record.id] = {"_index": o.index, "_id": storage_id(record.id), "_source": source}
                 else:
                     add({"_index": o.index, "_id": block_id(record.id, b.number), "_source": source}, record.id)

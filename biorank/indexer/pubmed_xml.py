@@ -5,7 +5,7 @@ on, in bounded memory however large a damaged stretch is."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,12 +312,15 @@ def _pubmed_element(element: etree._Element, source: str, offset: int) -> Iterat
     else:
         citation = element if element.tag == "MedlineCitation" else element.find("MedlineCitation")
         try:
-            yield _citation(citation, source, line)
+            yield _citation(citation, source, line, element.find("PubmedData/ArticleIdList"))
         except BadRecord as bad:
             yield Rejected(source, line, bad.id, bad.reason)
 
 
-def _citation(citation: etree._Element | None, source: str, line: int) -> Abstract:
+def _citation(citation: etree._Element | None, source: str, line: int,
+              article_ids: etree._Element | None = None) -> Abstract:
+    """``article_ids``: the PubmedArticle's own ``PubmedData/ArticleIdList`` (absent in the bare MedlineCitation of
+    older files), where the DOI is first looked for."""
     if citation is None:
         raise BadRecord("PubmedArticle without a MedlineCitation")
     pmid = _inner_text(citation.find("PMID"))
@@ -337,7 +340,48 @@ def _citation(citation: etree._Element | None, source: str, line: int) -> Abstra
         journal=_inner_text(article.find("Journal/Title")) or None,
         year=_pubmed_year(article),
         mesh=tuple(_inner_text(name) for name in citation.iterfind("MeshHeadingList/MeshHeading/DescriptorName")),
+        authors=_authors(article),
+        doi=_doi(article, article_ids),
+        publication_types=_texts(article.iterfind("PublicationTypeList/PublicationType")),
+        mesh_major=_texts(heading.find("DescriptorName") for heading in citation.iterfind("MeshHeadingList/MeshHeading")
+                          if any(e.get("MajorTopicYN") == "Y" for e in heading.iterfind("*"))),
+        journal_abbrev=_inner_text(citation.find("MedlineJournalInfo/MedlineTA"))
+        or _inner_text(article.find("Journal/ISOAbbreviation")) or None,
     )
+
+
+def _texts(elements: Iterable[etree._Element | None]) -> tuple[str, ...]:
+    """The non-empty inner texts of ``elements``, in order, each once."""
+    return tuple(dict.fromkeys(text for e in elements if (text := _inner_text(e))))
+
+
+def _authors(article: etree._Element) -> tuple[str, ...]:
+    """Each author as PubMed cites one: "LastName Initials" ("Smith JA"), a group by its CollectiveName.
+
+    Only the list of authors: a book chapter's editors come in an AuthorList of ``Type="editors"``.
+    """
+    names = []
+    for authors in article.iterfind("AuthorList"):
+        if authors.get("Type", "authors") != "authors":
+            continue
+        for author in authors.iterfind("Author"):
+            # Names are plain text (no inline markup, no line breaks), read without _inner_text's walk.
+            last = (author.findtext("LastName") or "").strip()
+            name = f"{last} {(author.findtext('Initials') or '').strip()}".strip() if last else _inner_text(
+                author.find("CollectiveName"))
+            if name:
+                names.append(name)
+    return tuple(names)
+
+
+def _doi(article: etree._Element, article_ids: etree._Element | None) -> str | None:
+    """The article's DOI: PubmedData's (the citation's own ArticleIdList, not those of its references), else the
+    Article's ELocationID."""
+    found = [] if article_ids is None else article_ids.iterfind("ArticleId[@IdType='doi']")
+    for element in (*found, *article.iterfind("ELocationID[@EIdType='doi']")):
+        if doi := _inner_text(element):
+            return doi
+    return None
 
 
 def _join_sections(sections: Iterator[etree._Element]) -> str:
@@ -363,6 +407,9 @@ def _inner_text(element: etree._Element | None) -> str:
     """
     if element is None:
         return ""
+    if not len(element):  # no inline markup (most elements): its own text, without walking a tree
+        text = element.text or ""
+        return (_INNER_BREAK.sub(" ", _EDGE_BREAK.sub("", text)) if "\n" in text else text).strip()
     chunks = (
         _INNER_BREAK.sub(" ", _EDGE_BREAK.sub("", chunk)) if "\n" in chunk else chunk for chunk in element.itertext()
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from biorank.errors import BiorankError
 from biorank.types import Abstract, Deletion, Rejected
@@ -121,7 +121,10 @@ def new_abstract(
     journal: str | None = None,
     year: int | None = None,
     mesh: tuple[str, ...] = (),
+    **medline: Any,
 ) -> Abstract:
+    """The record, unless it has neither title nor abstract (then ``BadRecord(empty)``); ``medline`` is the
+    bibliographic fields only PubMed XML has (:class:`~biorank.types.Abstract`'s ``authors``, ``doi``, ...)."""
     if not title.strip() and not abstract.strip():
         raise BadRecord(empty, doc_id)
-    return Abstract(doc_id, title, abstract, sentences, journal, year, mesh, source, line)
+    return Abstract(doc_id, title, abstract, sentences, journal, year, mesh, source, line, **medline)

@@ -1,4 +1,5 @@
-"""Filters on a document's year, journal and MeSH headings, applied inside OpenSearch by every first-stage mode.
+"""Filters on a document's year, journal, MeSH headings and publication types, applied inside OpenSearch by every
+first-stage mode.
 
 A filter is a ``filter`` clause of the query that selects the blocks, never a pass over the hits afterwards:
 the hits of a filtered search are the top k of the filtered set, however few of them an unfiltered search
@@ -6,8 +7,9 @@ would have ranked high (what PubMed users expect of a year or journal restrictio
 top k gets wrong). Every block carries its document's year, journal and headings, so the hybrid's script,
 the kNN graph and BM25 all see the same set.
 
-Journals and headings match whole values, ignoring case (``--journal "fertility and sterility"``); several
-journals are alternatives, several headings must all be present, as in PubMed's own search.
+Journals, headings and publication types match whole values, ignoring case (``--journal "fertility and
+sterility"``); several journals, or several publication types ("Review", "Meta-Analysis"), are alternatives,
+several headings must all be present, as in PubMed's own search.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ class Filters:
     """What a search is restricted to; empty, it restricts nothing.
 
     ``years`` is an inclusive (first, last) range, either end open (``None``); ``journals`` any of these
-    journals; ``mesh`` every one of these MeSH headings.
+    journals; ``mesh`` every one of these MeSH headings; ``publication_types`` any of these MEDLINE publication
+    types (an index built from other sources than PubMed XML holds none, so nothing matches them).
     """
 
     years: tuple[int | None, int | None] | None = None
     journals: tuple[str, ...] = ()
     mesh: tuple[str, ...] = ()
+    publication_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.years is not None:
@@ -43,16 +47,18 @@ class Filters:
                 raise FilterError("a year range needs at least one end")
             if first is not None and last is not None and first > last:
                 raise FilterError(f"the year range {first}-{last} is empty: its first year is after its last")
-        if any(not value.strip() for value in (*self.journals, *self.mesh)):
-            raise FilterError("a journal or MeSH heading filter cannot be empty")
+        if any(not value.strip() for value in (*self.journals, *self.mesh, *self.publication_types)):
+            raise FilterError("a journal, MeSH heading or publication type filter cannot be empty")
 
     @classmethod
-    def parse(cls, years: str | None = None, journals: tuple[str, ...] = (), mesh: tuple[str, ...] = ()) -> Filters:
+    def parse(cls, years: str | None = None, journals: tuple[str, ...] = (), mesh: tuple[str, ...] = (),
+              publication_types: tuple[str, ...] = ()) -> Filters:
         """Filters from the words a person types: ``years`` as ``2015``, ``2015-2020``, ``2015-`` or ``-2020``."""
-        return cls(years=parse_years(years) if years else None, journals=tuple(journals), mesh=tuple(mesh))
+        return cls(years=parse_years(years) if years else None, journals=tuple(journals), mesh=tuple(mesh),
+                   publication_types=tuple(publication_types))
 
     def __bool__(self) -> bool:
-        return self.years is not None or bool(self.journals) or bool(self.mesh)
+        return self.years is not None or bool(self.journals) or bool(self.mesh) or bool(self.publication_types)
 
     def clauses(self) -> list[dict]:
         """The ``filter`` clauses of a bool query (each value is a term: user text never becomes query syntax)."""
@@ -65,6 +71,9 @@ class Filters:
             clauses.append({"bool": {"should": [_term("journal", j) for j in self.journals],
                                      "minimum_should_match": 1}})
         clauses += [_term("mesh", heading) for heading in self.mesh]
+        if self.publication_types:
+            clauses.append({"bool": {"should": [_term("publication_types", t) for t in self.publication_types],
+                                     "minimum_should_match": 1}})
         return clauses
 
     def describe(self) -> str:
@@ -77,6 +86,8 @@ class Filters:
             parts.append("journal " + " or ".join(repr(j) for j in self.journals))
         if self.mesh:
             parts.append("MeSH " + " and ".join(repr(h) for h in self.mesh))
+        if self.publication_types:
+            parts.append("publication type " + " or ".join(repr(t) for t in self.publication_types))
         return ", ".join(parts) or "none"
 
 

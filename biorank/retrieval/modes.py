@@ -57,6 +57,10 @@ class Query:
     text: str
     vector: list[float] | None = None
     pieces: str | None = None
+    filters: tuple[dict, ...] = ()
+    """Clauses of this query's own beside the mode's: a PubMed-syntax query's tree (:mod:`biorank.retrieval.syntax`)."""
+    lexical: tuple[dict, ...] = ()
+    """Clauses that add to this query's BM25 part: its title- and abstract-tagged terms."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,18 @@ class Mode:
         """The ``query`` part of :meth:`body` (and what else scores it, as ``script_fields``)."""
         raise NotImplementedError
 
+    def text(self, query: Query) -> dict:
+        """The BM25 part: the field set's match of the query's text, and what its tagged terms add; a query with
+        neither (only metadata tags) matches every entry its filters let through."""
+        if not query.lexical:
+            return text_query(self.fields, query.text, query.pieces) if query.text else MATCH_ALL
+        clauses = [text_query(self.fields, query.text, query.pieces)] if query.text else []
+        return {"bool": {"should": [*clauses, *query.lexical]}}
+
+    def filters_of(self, query: Query) -> tuple[dict, ...]:
+        """The mode's filter clauses and the query's own."""
+        return (*self.filters, *query.filters)
+
     def parse(self, raw: Sequence[dict]) -> Iterator[Hit]:
         """One :class:`~biorank.types.Hit` per answered document, in order, with the score parts this mode knows."""
         for rank, h in enumerate(raw, 1):
@@ -187,7 +203,11 @@ class Lexical(Mode):
     default_fields = "text"
 
     def query(self, query: Query, size: int, candidates: dict = MATCH_ALL) -> dict:
-        return {"query": filtered(text_query(self.fields, query.text, query.pieces), self.filters)}
+        if query.filters:
+            # A parsed query's tree decides what is found, BM25 only the order: a document its filter lets through
+            # is found without the text's terms (a truncated stem is no word of the index).
+            return {"query": {"bool": {"should": [self.text(query)], "filter": list(self.filters_of(query))}}}
+        return {"query": filtered(self.text(query), self.filters_of(query))}
 
     def hit(self, raw: dict, score: float, common: dict[str, Any]) -> Hit:
         return Hit(score=score, bm25=score, **common)
@@ -200,7 +220,7 @@ class DenseKnn(Mode):
 
     def query(self, query: Query, size: int, candidates: dict = MATCH_ALL) -> dict:
         # kNN returns blocks; asking for more than ``size`` leaves enough documents after collapsing.
-        return {"query": knn_query(query.vector, max(size * 3, 100), self.filters)}
+        return {"query": knn_query(query.vector, max(size * 3, 100), self.filters_of(query))}
 
     def hit(self, raw: dict, score: float, common: dict[str, Any]) -> Hit:
         dense = lucene_inner_product(score)
@@ -213,7 +233,7 @@ class DenseExact(Mode):
     lexical = False
 
     def query(self, query: Query, size: int, candidates: dict = MATCH_ALL) -> dict:
-        return {"query": dense_query(query.vector, candidates=candidates, filters=self.filters)}
+        return {"query": dense_query(query.vector, candidates=candidates, filters=self.filters_of(query))}
 
     def hit(self, raw: dict, score: float, common: dict[str, Any]) -> Hit:
         return Hit(score=score - SHIFT, dense=score - SHIFT, **common)
@@ -227,8 +247,8 @@ class ExactHybrid(Mode):
     larger = "hybrid-approx"
 
     def query(self, query: Query, size: int, candidates: dict = MATCH_ALL) -> dict:
-        return {"query": hybrid_query(text_query(self.fields, query.text, query.pieces), query.vector, lam=self.lam,
-                                      candidates=candidates, filters=self.filters),
+        return {"query": hybrid_query(self.text(query), query.vector, lam=self.lam, candidates=candidates,
+                                      filters=self.filters_of(query)),
                 "script_fields": {"dense": dense_script_field(query.vector)}}
 
     def hit(self, raw: dict, score: float, common: dict[str, Any]) -> Hit:
@@ -317,8 +337,8 @@ class OsHybrid(Mode):
             # Each sub-query carries the clauses every other mode sends, so the two lists it fuses are of the
             # filtered set.
             body = {"size": K, "_source": ["id", "title", "block"], "query": {"hybrid": {"queries": [
-                filtered(text_query(self.fields, q.text, q.pieces), self.filters),
-                knn_query(q.vector, K, self.filters)]}},
+                filtered(self.text(q), self.filters_of(q)),
+                knn_query(q.vector, K, self.filters_of(q))]}},
                 # A temporary pipeline, part of the request: nothing cluster-wide is created or overwritten.
                 "search_pipeline": OS_HYBRID_PIPELINE}
             requests.append(Request(q.id, body, True, alone=True))

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
 from biorank.retrieval.filters import FilterError, Filters
-from biorank.retrieval.modes import MODE_TABLE, Mode, Query, Request
+from biorank.retrieval.modes import MODE_TABLE, Lexical, Mode, Query, Request
+from biorank.retrieval.syntax import STORED, SYNTAXES, ParsedQuery, QuerySyntaxError, read
 from biorank.store.failures import lost_node, missing_shards, patiently, reason
 from biorank.store.msearch import msearch
 from biorank.store.names import check_index_name
@@ -76,9 +77,11 @@ class SearchSettings:
     ``device`` where it runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``; "auto" encodes queries in ONNX Runtime on
     the CPU, :mod:`biorank.models.placement`).
     ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
-    (:class:`~biorank.retrieval.filters.Filters`). ``exact_limit``: ``hybrid`` over an index of more blocks
-    takes ``hybrid-approx``'s route with K = ``union_candidates`` (the script's cost grows with every block,
-    the union's with K).
+    (:class:`~biorank.retrieval.filters.Filters`). ``syntax`` is how a query's text is read
+    (:data:`~biorank.retrieval.syntax.SYNTAXES`): ``auto`` reads PubMed's syntax in a query that uses it
+    (:mod:`biorank.retrieval.syntax`), ``pubmed`` in every query, ``plain`` in none.
+    ``exact_limit``: ``hybrid`` over an index of more blocks takes ``hybrid-approx``'s route with K =
+    ``union_candidates`` (the script's cost grows with every block, the union's with K).
     """
 
     mode: str = "hybrid"
@@ -91,6 +94,7 @@ class SearchSettings:
     filters: Filters = field(default_factory=Filters)
     exact_limit: int = EXACT_LIMIT
     union_candidates: int = UNION_CANDIDATES
+    syntax: str = "auto"
 
     def takes_union(self, blocks: int) -> bool:
         """Whether ``hybrid`` over an index of ``blocks`` blocks scores the candidate union, not every block."""
@@ -107,6 +111,8 @@ class SearchSettings:
             raise QueryError("candidates must be at least 1")
         if self.exact_limit < 0:
             raise QueryError("exact_limit must be at least 0")
+        if self.syntax not in SYNTAXES:
+            raise QueryError(f"unknown syntax {self.syntax!r}; choose one of {', '.join(SYNTAXES)}")
 
     @property
     def mode_class(self) -> type[Mode]:
@@ -156,6 +162,7 @@ class Searcher:
         verify_record(record)
         self._encoder = encoder
         self._blocks = blocks
+        self._stored: set[str] | None = None
         if encoder is not None and self.needs_encoder:
             verify_record(record, model=encoder.model_name)
 
@@ -304,6 +311,42 @@ class Searcher:
                 progress(len(chunk))
         return results
 
+    def parse(self, query: str) -> ParsedQuery | None:
+        """``query`` read under the settings' ``syntax``: its PubMed-syntax tree, or None where it is plain text.
+
+        Args:
+            query: what a person typed.
+
+        Returns:
+            The parsed query (:class:`~biorank.retrieval.syntax.ParsedQuery`), or None.
+
+        Raises:
+            QuerySyntaxError: the query does not parse, or tags a field this index holds no values in (one
+                line; the first such check asks the cluster once which metadata the index holds).
+
+        Example:
+            >>> searcher.parse("metformin AND 2015:2024[dp]").describe()  # doctest: +SKIP
+            'AND(tiab:metformin, dp:2015:2024)'
+        """
+        parsed = read(query, self.settings.syntax)
+        if parsed is None or not parsed.stored_tags:
+            return parsed
+        stored = self.stored_fields()
+        if missing := sorted((t for t in parsed.stored_tags if not set(t.fields) & stored), key=lambda t: t.name):
+            raise QuerySyntaxError(f"index {self.index!r} holds no {' or '.join(t.what + 's' for t in missing)}, so "
+                                   f"{' and '.join(f'[{t.name}]' for t in missing)} cannot match anything (its "
+                                   "source did not carry them, or it was built before biorank stored them)")
+        return parsed
+
+    def stored_fields(self) -> set[str]:
+        """The metadata fields PubMed's tags search that hold a value in at least one document (asked once)."""
+        if self._stored is None:
+            body = {"size": 0, "query": {"term": {"block": 0}},
+                    "aggs": {f: {"filter": {"exists": {"field": f}}} for f in sorted(STORED)}}
+            counts = patiently(lambda: self.client.search(index=self.index, body=body))["aggregations"]
+            self._stored = {f for f in STORED if counts[f]["doc_count"]}
+        return self._stored
+
     def sent_requests(self, query: str, k: int = 10) -> list[tuple[str, dict]]:
         """Every request the cluster sees for ``query``, as (method and path, body), in order.
 
@@ -315,9 +358,36 @@ class Searcher:
         return sent
 
     # Internals -------------------------------------------------------------------------------------------
+    def search_counted(self, queries: Mapping[str, str], k: int, aggregations: Mapping[str, dict], *,
+                       explain: bool = False) -> tuple[dict[str, list[Hit]], dict[str, dict]]:
+        """The hits of every query, and ``aggregations`` computed by the very request that ranked them.
+
+        Counts over what the first stage ranks (the facets: :mod:`biorank.stages.facets`) cost no round trip and
+        no fetch of their own this way: each query's last request (the one that scores its documents) carries the
+        aggregations. A mode that ranks in the client (``rrf``, ``minmax``) or through a search pipeline
+        (``os-hybrid``) has no such request, and its queries get no counts.
+
+        Args:
+            queries: query id -> text, one batch (one ``_msearch`` per round).
+            k: how many documents each query asks for.
+            aggregations: the ``aggs`` of a search body.
+            explain: ask OpenSearch how each score was made.
+
+        Returns:
+            (query id -> hits, query id -> the ``aggregations`` of its answer, where it has one).
+
+        Example:
+            >>> years = {"years": {"terms": {"field": "year"}}}
+            >>> hits, counts = searcher.search_counted({"q": "statins"}, 10, years)  # doctest: +SKIP
+        """
+        counted: dict[str, dict] = {}
+        return self._run(dict(queries), k, explain, aggregations=dict(aggregations), counted=counted), counted
+
     def _run(self, queries: dict[str, str], k: int, explain: bool, *, sent: list[tuple[str, dict]] | None = None,
-             vectors: Mapping[str, list[float]] | None = None) -> dict[str, list[Hit]]:
-        """One batch through the mode: its rounds of requests, then its hits."""
+             vectors: Mapping[str, list[float]] | None = None, aggregations: dict | None = None,
+             counted: dict[str, dict] | None = None) -> dict[str, list[Hit]]:
+        """One batch through the mode: its rounds of requests, then its hits (``aggregations``: added to each
+        query's last request, their answers into ``counted``; :meth:`search_counted`)."""
         for qid, text in queries.items():
             _check_query(qid, text)
         if self.settings.filters and not self.record.filterable:
@@ -325,21 +395,61 @@ class Searcher:
             raise FilterError(f"index {self.index!r} was built before biorank stored year, journal and MeSH on "
                               f"every block, so it cannot be filtered; rebuild it with `biorank index ... --index "
                               f"{self.index} --recreate`")
+        parsed = {q: p for q, text in queries.items() if (p := self.parse(text)) is not None}
+        if parsed:
+            # A parsed query ranks by its free text and its tree filters; given vectors were of the whole text.
+            queries = {q: parsed[q].free_text if q in parsed else text for q, text in queries.items()}
+            vectors = {q: v for q, v in (vectors or {}).items() if q not in parsed} or None
         mode = self.mode()
-        if not mode.vectors:
+        # A query left without free text (every term tagged) has nothing to encode: BM25 over its tags ranks it.
+        alone = {q for q in parsed if not queries[q]} if mode.vectors else set()
+        texts = {q: text for q, text in queries.items() if q not in alone}
+        if not mode.vectors or not texts:
             vectors = {}
-        elif vectors is None or not queries.keys() <= vectors.keys():
-            vectors = encode_queries(self.load(), queries)
-        for qid in queries:
+        elif vectors is None or not texts.keys() <= vectors.keys():
+            vectors = encode_queries(self.load(), texts)
+        for qid in texts:
             if qid in vectors:
                 self._check_vector(qid, vectors[qid])
         pieces = self._pieces(queries)
-        batch = [Query(q, text, vectors.get(q), pieces.get(q)) for q, text in queries.items()]
-        answers: dict[Hashable, dict] | None = None
-        for _ in range(mode.rounds):
-            answers = self._send(mode, mode.requests(batch, k, answers, explain=explain), sent)
-        assert answers is not None
-        return mode.hits(batch, k, answers)
+        batch = [Query(q, text, vectors.get(q), pieces.get(q), *self._clauses(parsed.get(q), sent))
+                 for q, text in queries.items()]
+        hits: dict[str, list[Hit]] = {}
+        lexical = Lexical(fields=self.settings.field_set, lam=self.lam, filters=tuple(self.settings.filters.clauses()))
+        for runner, group in ((mode, [q for q in batch if q.id not in alone]),
+                              (lexical, [q for q in batch if q.id in alone])):
+            if group:
+                answers: dict[Hashable, dict] | None = None
+                for round_ in range(runner.rounds):
+                    requests = runner.requests(group, k, answers, explain=explain)
+                    if aggregations and round_ == runner.rounds - 1:
+                        ids = {q.id for q in group}
+                        requests = [replace(r, body={**r.body, "aggs": aggregations})
+                                    if r.key in ids and not r.alone else r for r in requests]
+                    answers = self._send(runner, requests, sent)
+                assert answers is not None
+                hits |= runner.hits(group, k, answers)
+                if counted is not None:
+                    counted |= {q.id: answers[q.id]["aggregations"] for q in group
+                                if "aggregations" in answers.get(q.id, {})}
+        return {q: hits[q] for q in queries}
+
+    def _clauses(self, parsed: ParsedQuery | None,
+                 sent: list[tuple[str, dict]] | None) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
+        """A parsed query's filter and its BM25 leg's extra clauses (none for plain text)."""
+        if parsed is None:
+            return (), ()
+        return (parsed.filter_clause(lambda field_name, text: self._stem(field_name, text, sent)),
+                ), parsed.lexical_clauses()
+
+    def _stem(self, field_name: str, text: str, sent: list[tuple[str, dict]] | None) -> str:
+        """A truncated term as the field's analyser indexes it (``biguanide*`` must find ``biguanid``, the English
+        stem), or the term in lower case where the analyser cuts it in pieces or drops it."""
+        body = {"field": field_name, "text": text}
+        if sent is not None:
+            sent.append((f"GET {self.index}/_analyze", body))
+        tokens = patiently(lambda: self.client.indices.analyze(index=self.index, body=body))["tokens"]
+        return tokens[0]["token"] if len(tokens) == 1 else text.lower()
 
     def _check_vector(self, qid: str, vector: Sequence[float]) -> None:
         if len(vector) != self.record.dimension:

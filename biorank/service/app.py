@@ -19,32 +19,40 @@ security policy that allows no script, no framing and no referrer.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import hmac
 import logging
 import re
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from starlette.exceptions import HTTPException
 
 from biorank.config import biorank_version
 from biorank.errors import BiorankError
-from biorank.pipeline import Pipeline, PipelineSettings
+from biorank.pipeline import MAX_DEPTH, Pipeline, PipelineSettings
 from biorank.retrieval.filters import Filters
 from biorank.retrieval.searcher import MAX_QUERY_CHARS, MODES, Searcher, SearchSettings
+from biorank.retrieval.similar import SIMILAR_DEFAULT, SIMILAR_MODES, similar_articles
+from biorank.retrieval.syntax import SYNTAXES
+from biorank.service.bounds import CLIENT_GONE, PAGE_POLICY, SECURITY_HEADERS, BoundedBody
+from biorank.service.downloads import API_FORMATS, download, openapi_downloads
+from biorank.service.lanes import Lane, ServiceError
 from biorank.service.page import render_page
+from biorank.stages.diversity import DEDUPE_THRESHOLD, SORTS
+from biorank.stages.facets import FACETS
+from biorank.stages.marks import marked_titles
 from biorank.store.failures import describe
 from biorank.store.inspection import NotFound, first_blocks, inspect_document
 from biorank.store.query_log import QueryLog
@@ -52,35 +60,19 @@ from biorank.store.query_log import QueryLog
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-MAX_DEPTH = 100
-"""Hits per query at most (page times k): deeper pages cost the reranker and the snippets more than they help."""
-MAX_BODY_BYTES = 64 * 1024
-BODY_TIMEOUT_S = 10.0
-"""How long a request's body may take to arrive, all of it: a client that sends a byte now and then must not
-hold a worker (and the body in memory) for ever."""
-SECURITY_HEADERS = {"x-content-type-options": "nosniff", "x-frame-options": "DENY", "referrer-policy": "no-referrer"}
-"""On every answer. No referrer also keeps a ``?key=`` in the page's address out of the sites its links lead to."""
-PAGE_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
-               "base-uri 'none'; frame-ancestors 'none'")
-"""The page's content security policy: its one inline style sheet, no script at all, forms only to itself."""
 DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc")
 """FastAPI's API browsers load their scripts from a CDN: they keep the other headers but not the page's policy."""
 LOG = logging.getLogger("uvicorn.error")
 """The server's own log (uvicorn configures it): a 503 is one line there, beside uvicorn's."""
 METADATA = ("journal", "year", "mesh")
 PIPELINES_KEPT = 32
-PMID = re.compile(r"^\d{1,9}$")
+PMID = re.compile(r"^[0-9]{1,9}$")
 FIRST_STAGE_THREADS = 16
 """Threads of the first-stage lane: its requests mostly wait for OpenSearch, so several overlap (the encoder is
 still taken in turn); more would only contend for the interpreter."""
 RERANK_QUEUE = 4
 """Requests that may wait for the models' lane by default, beyond the one it runs: a few reranks' worth of
 waiting (seconds each on a CPU), after which a client is better told to come back than kept waiting."""
-RETRY_AFTER_S = 2
-"""What a 503 of a full queue asks its client to wait: about one rerank on a CPU, when a place may have freed."""
-CLIENT_GONE = "biorank.client_gone"
-"""The scope's key of the event :class:`BoundedBody` sets when a request's client closes its connection."""
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,8 +101,24 @@ class SearchRequest(BaseModel):
     year: str | None = Field(None, max_length=20, description="2015, 2015-2020, 2015- or -2020.")
     journal: list[str] = Field(default_factory=list, max_length=20, description="Any of these journals.")
     mesh: list[str] = Field(default_factory=list, max_length=20, description="Every one of these MeSH headings.")
+    publication_type: list[str] = Field(default_factory=list, max_length=20,
+                                        description="Any of these publication types (Review, Clinical Trial...).")
+    facets: bool = Field(True, description="Count years, journals, MeSH headings and publication types over the "
+                         "first stage's top documents.")
     k: int = Field(10, ge=1, le=MAX_DEPTH, description="Hits per page.")
     page: int = Field(1, ge=1, le=MAX_DEPTH)
+    sort: str = Field("relevance", pattern="^(" + "|".join(SORTS) + ")$",
+                      description=f"relevance, or date: newest year first within the top {MAX_DEPTH} hits.")
+    dedupe: bool | float = Field(
+        False, description=f"Drop near-duplicates: true for a cosine of {DEDUPE_THRESHOLD:g} with a better hit, or "
+        "a cosine of your own.")
+    mmr: float | None = Field(None, ge=0, le=1, description=f"λ of maximal marginal relevance over the top "
+                              f"{MAX_DEPTH} hits (1: relevance only, 0: variety only); none keeps the order.")
+    syntax: str = Field("auto", pattern="^(" + "|".join(SYNTAXES) + ")$",
+                        description="auto: read PubMed's syntax (AND/OR/NOT, phrases, term*, field tags) where the "
+                        "query uses it; pubmed: always; plain: never.")
+    format: str = Field("json", pattern="^(" + "|".join(API_FORMATS) + ")$",
+                        description="json: this answer; csv, ris, bibtex, trec, pmids: the page's hits as a file.")
 
     @model_validator(mode="after")
     def _bounded(self) -> SearchRequest:
@@ -118,99 +126,27 @@ class SearchRequest(BaseModel):
             raise ValueError(f"page times k may be {MAX_DEPTH} at most")
         return self
 
+    @field_validator("mmr", mode="before")
+    @classmethod
+    def _unset(cls, value: Any) -> Any:
+        return None if value == "" else value  # the page's empty field
+
+    @field_validator("dedupe")
+    @classmethod
+    def _cosine(cls, value: bool | float) -> bool | float:
+        if not isinstance(value, bool) and not 0 < value <= 1:
+            raise ValueError("dedupe is true, false or a cosine above 0 and at most 1")
+        return value
+
+    @property
+    def reorder(self) -> dict[str, Any]:
+        """The pipeline's ``dedupe``, ``mmr`` and ``sort`` (:mod:`biorank.stages.diversity`)."""
+        dedupe = DEDUPE_THRESHOLD if self.dedupe is True else self.dedupe or None
+        return {"dedupe": dedupe, "mmr": self.mmr, "sort": self.sort}
+
     @property
     def filters(self) -> Filters:
-        return Filters.parse(self.year or None, tuple(self.journal), tuple(self.mesh))
-
-
-class ServiceError(BiorankError):
-    """A request the service refuses (401, 404, 413, 503) with the status it answers, and the seconds after
-    which it is worth trying again, when there are such (a full queue)."""
-
-    def __init__(self, status: int, message: str, *, retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"retry-after": str(self.retry_after)} if self.retry_after is not None else {}
-
-
-class Lane:
-    """Threads of its own for one kind of request, and a queue before them, bounded or not.
-
-    A request waits for its turn on the event loop, holding no thread: a lane full of slow requests takes
-    nothing from another lane (anyio's shared pool of threads did: waiting reranks held every thread of it). A
-    request whose client goes away while it waits leaves the queue without running; one already running
-    finishes, as a model's batch cannot be stopped half-way, and its answer is dropped.
-
-    Args:
-        threads: requests that run at once.
-        queue: requests that may wait beyond those (None: any number); one more is refused (503).
-        kind: what its requests are, for the 503's message.
-    """
-
-    def __init__(self, threads: int, queue: int | None = None, *, kind: str = "searches") -> None:
-        self.queue = queue
-        self.kind = kind
-        self.waiting = 0
-        self.running = 0
-        self.dropped = 0
-        """Requests that left the queue unrun because their client had gone."""
-        self._turns = anyio.Semaphore(threads)
-        self._threads = anyio.CapacityLimiter(threads)
-
-    async def run(self, work: Callable[[], T], gone: anyio.Event | None = None) -> T:
-        """``work()`` on one of the lane's threads, once it is this request's turn.
-
-        Args:
-            work: what the request computes.
-            gone: set when the request's client has gone (:data:`CLIENT_GONE`): a request still waiting
-                then leaves the queue.
-
-        Raises:
-            ServiceError: 503 (with ``Retry-After``) when the queue is full; 499 when the client went away
-                before the request's turn (no one reads that answer; it ends the request).
-        """
-        if self.queue is not None and self._turns.value == 0 and self.waiting >= self.queue:
-            raise ServiceError(503, f"the server is busy: {self.waiting} {self.kind} are waiting already; try "
-                                    f"again in {RETRY_AFTER_S} s", retry_after=RETRY_AFTER_S)
-        self.waiting += 1
-        try:
-            admitted = await self._admitted(gone)
-        finally:
-            self.waiting -= 1
-        if not admitted:
-            self.dropped += 1
-            raise ServiceError(499, "the client closed its connection before its request's turn")
-        self.running += 1
-        try:
-            return await anyio.to_thread.run_sync(work, limiter=self._threads)
-        finally:
-            self.running -= 1
-            self._turns.release()
-
-    async def _admitted(self, gone: anyio.Event | None) -> bool:
-        """Waits for a turn and takes it; False, without one, when the client goes away first."""
-        if gone is None:
-            await self._turns.acquire()
-            return True
-        admitted = False
-        async with anyio.create_task_group() as group:
-
-            async def leave() -> None:
-                await gone.wait()
-                group.cancel_scope.cancel()
-
-            group.start_soon(leave)
-            await self._turns.acquire()  # a turn given just as the wait is cancelled is given back by anyio
-            admitted = True
-            group.cancel_scope.cancel()
-        if admitted and gone.is_set():  # the turn came as the client went: no one to compute it for
-            self._turns.release()
-            return False
-        return admitted
+        return Filters.parse(self.year or None, tuple(self.journal), tuple(self.mesh), tuple(self.publication_type))
 
 
 class SearchService:
@@ -268,21 +204,58 @@ class SearchService:
         filters = request.filters
         depth = request.page * request.k
         with self._pipelines_lock:
-            pipeline = self._pipeline(request.mode, request.rerank, request.snippets, filters)
+            pipeline = self._pipeline(request.mode, request.rerank, request.snippets, filters, request.facets,
+                                      request.reorder, request.syntax)
+        parsed = pipeline.searcher.parse(request.q)
         with self._turn(pipeline):
             answer = pipeline.search(request.q, depth, log=self.log)  # type: ignore[arg-type]
         self.log.flush()
         hits = answer.to_dicts()[depth - request.k:]
+        self._describe(hits)
+        titles = marked_titles(self.client, self.settings.index, answer.words, [h["id"] for h in hits],
+                               refused=BiorankError)
+        for hit in hits:
+            if hit["id"] in titles:
+                hit["title_matches"] = [list(span) for span in titles[hit["id"]]]
+        return {"query": request.q, "index": self.settings.index, "system": pipeline.name,
+                "lambda": pipeline.searcher.lam, "filters": filters.describe() if filters else None,
+                "page": request.page, "k": request.k, "more": len(answer.hits) == depth and depth < MAX_DEPTH,
+                "hits": hits, "ms": {stage: round(ms, 1) for stage, ms in answer.ms.items()},
+                "notes": pipeline.notes + list(parsed.notes if parsed else ()),
+                **({"parsed": parsed.describe()} if parsed else {}),
+                **({"facets": answer.facets.to_dict()} if answer.facets else {})}
+
+    def similar(self, doc_id: str, k: int = 10, mode: str = SIMILAR_DEFAULT) -> dict[str, Any]:
+        """The articles similar to stored document ``doc_id`` (:mod:`biorank.retrieval.similar`), each with its
+        metadata as a search's hits have it.
+
+        Args:
+            doc_id: the document's id.
+            k: how many.
+            mode: dense, hybrid or bm25.
+
+        Returns:
+            The document's id and title, the mode, λ, the hits and the milliseconds it took.
+
+        Raises:
+            NotFound: no such document (404).
+
+        Example:
+            >>> service.similar("4983", k=5)["hits"][0]["id"]  # doctest: +SKIP
+        """
+        started = time.perf_counter()
+        found = similar_articles(self.load().with_settings(mode=mode), doc_id, k)
+        answer = found.to_dict()
+        self._describe(answer["hits"])
+        return answer | {"ms": {"similar": round((time.perf_counter() - started) * 1000, 1)}}
+
+    def _describe(self, hits: list[dict[str, Any]]) -> None:
+        """Each hit's metadata (journal, year, MeSH) and, for a PMID, its PubMed address, in place."""
         metadata = first_blocks(self.client, self.settings.index, [h["id"] for h in hits], METADATA)
         for hit in hits:
             hit |= {key: value for key, value in metadata.get(hit["id"], {}).items() if value not in (None, [])}
             if PMID.match(hit["id"]):
                 hit["url"] = f"https://pubmed.ncbi.nlm.nih.gov/{hit['id']}/"
-        return {"query": request.q, "index": self.settings.index, "system": pipeline.name,
-                "lambda": pipeline.searcher.lam, "filters": filters.describe() if filters else None,
-                "page": request.page, "k": request.k, "more": len(answer.hits) == depth and depth < MAX_DEPTH,
-                "hits": hits, "ms": {stage: round(ms, 1) for stage, ms in answer.ms.items()},
-                "notes": pipeline.notes}
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """The stored fields of one document (block 0's: title, abstract, journal, year, MeSH)."""
@@ -308,13 +281,16 @@ class SearchService:
             return self._encoder_turn
         return contextlib.nullcontext()
 
-    def _pipeline(self, mode: str, rerank: bool, snippets: bool, filters: Filters) -> Pipeline:
-        key = (mode, rerank, snippets, filters)
+    def _pipeline(self, mode: str, rerank: bool, snippets: bool, filters: Filters, facets: bool = False,
+                  reorder: dict[str, Any] | None = None, syntax: str = "auto") -> Pipeline:
+        key = (mode, rerank, snippets, filters, facets, tuple((reorder or {}).items()), syntax)
         pipeline = self._pipelines.get(key)
         if pipeline is None:
             base = self.load()
-            settings = replace(self.settings.pipeline, search=replace(base.settings, mode=mode, filters=filters),
-                               rerank=rerank, snippets="tuned" if snippets else None, highlight=True)
+            search = replace(base.settings, mode=mode, filters=filters, syntax=syntax)
+            settings = replace(self.settings.pipeline, search=search,
+                               rerank=rerank, snippets="tuned" if snippets else None, highlight=True,
+                               facets=tuple(FACETS) if facets else (), **(reorder or {}))
             # The cross-encoder is loaded by the first pipeline that reranks and shared by every later one.
             pipeline = Pipeline.build(settings, base, cross_encoder=self._cross_encoder)
             self._cross_encoder = self._cross_encoder or pipeline.cross_encoder
@@ -417,16 +393,32 @@ def create_app(service: SearchService) -> FastAPI:
         LOG.warning("502 %s %s: %s", request.method, request.url.path, message)
         return _error(request, 502, message)
 
-    @app.post("/api/search", summary="Search the index",
-              responses={503: {"description": "Too many requests wait for the models; see Retry-After."}})
-    async def api_search(request: SearchRequest, http: Request) -> dict[str, Any]:
+    @app.post("/api/search", summary="Search the index", response_model=None,
+              responses={**openapi_downloads(),
+                         503: {"description": "Too many requests wait for the models; see Retry-After."}})
+    async def api_search(request: SearchRequest, http: Request) -> dict[str, Any] | Response:
         """The hits of one query with every part of their score, their metadata and, when asked, their best
-        sentences with offsets — the fields of ``biorank query --json`` — and each stage's milliseconds."""
-        return await service.answer(request, http.scope.get(CLIENT_GONE))
+        sentences with offsets — the fields of ``biorank query --json`` — and each stage's milliseconds; with a
+        ``format`` other than json, the same hits as a file to download (RIS, BibTeX, CSV, TREC, PMIDs)."""
+        answer = await service.answer(request, http.scope.get(CLIENT_GONE))
+        if request.format == "json":
+            return answer
+        return await download(service.client, service.settings.index, request.format, answer,
+                              f"biorank-{request.mode}")
 
     @app.get("/api/documents/{doc_id}", summary="One stored document")
     def api_document(doc_id: str) -> dict[str, Any]:
         return service.document(doc_id)
+
+    @app.get("/api/documents/{doc_id}/similar", summary="Articles similar to one stored document")
+    async def api_similar(doc_id: str, http: Request, k: int = Query(10, ge=1, le=MAX_DEPTH),
+                          mode: str = Query(SIMILAR_DEFAULT, pattern="^(" + "|".join(SIMILAR_MODES) + ")$"),
+                          ) -> dict[str, Any]:
+        """The ``k`` documents nearest this one: its stored vector as the query (``mode`` hybrid adds its most
+        distinctive terms, with the index's λ; bm25 takes the terms alone), the document itself left out; 404 for
+        an unknown id."""
+        return await service.first_stage_lane.run(functools.partial(service.similar, doc_id, k, mode),
+                                                  http.scope.get(CLIENT_GONE))
 
     @app.get("/api/health", summary="The cluster's and the index's health")
     def api_health() -> dict[str, Any]:
@@ -441,116 +433,57 @@ def create_app(service: SearchService) -> FastAPI:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request) -> HTMLResponse:
         params = request.query_params
-        form = {"q": params.get("q", ""), "mode": params.get("mode", "hybrid"), "rerank": "rerank" in params,
-                "snippets": "snippets" in params, "year": params.get("year", ""),
-                "journal": [j for j in params.getlist("journal") if j.strip()],
-                "mesh": [m for m in params.getlist("mesh") if m.strip()], "page": params.get("page", "1")}
+        form = _page_form(params)
         result, error, status, headers = None, None, 200, {}
-        if form["q"].strip():
+        if form["similar"] or form["q"].strip():
             try:
-                search = SearchRequest.model_validate({**form, "year": form["year"] or None})
-                result = await service.answer(search, request.scope.get(CLIENT_GONE))
+                if form["similar"]:
+                    # A hit's "similar articles" link: a GET the page's policy allows without a script.
+                    found = await service.first_stage_lane.run(functools.partial(
+                        service.similar, form["similar"], 10, SIMILAR_DEFAULT), request.scope.get(CLIENT_GONE))
+                    result = found | {"system": f"similar articles ({found['mode']})", "similar_to": found["id"],
+                                      "notes": [f"the articles most like {found['id']}: {found['title']}"]}
+                else:
+                    search = SearchRequest.model_validate({**form, "year": form["year"] or None})
+                    result = await service.answer(search, request.scope.get(CLIENT_GONE))
             except ServiceError as e:
                 error, status, headers = str(e), e.status, e.headers
             except BiorankError as e:
-                error, status = str(e), 400
+                error, status = str(e), 404 if isinstance(e, NotFound) else 400
             except ValueError as e:  # pydantic's validation error
                 error, status = _first_problem(e), 422
         return HTMLResponse(render_page(form, result, error, index=service.settings.index, modes=MODES,
                                         key=params.get("key")), status_code=status, headers=headers)
 
+    @app.get("/export", include_in_schema=False)
+    async def export(request: Request) -> Response:
+        """The page's download links: the page's search (its form's fields) as a file in ``format``."""
+        from pydantic import ValidationError
+
+        form = _page_form(request.query_params)
+        try:
+            # A file holds no facet counts: none are made for it.
+            search = SearchRequest.model_validate({**form, "year": form["year"] or None, "facets": False,
+                                                   "format": request.query_params.get("format", "ris")})
+        except ValidationError as e:
+            return _error(request, 422, _first_problem(e))
+        answer = await service.answer(search, request.scope.get(CLIENT_GONE))
+        return await download(service.client, service.settings.index, search.format, answer,
+                              f"biorank-{search.mode}")
+
     app.add_middleware(BoundedBody)
     return app
 
 
-class BoundedBody:
-    """ASGI middleware: a request's body is read here first, counting its bytes as they arrive, and the request
-    goes on only if it is complete within :data:`MAX_BODY_BYTES` and :data:`BODY_TIMEOUT_S`; else 413 or 408.
-    Then it watches the connection for the client's leaving, which it signals through the scope's
-    :data:`CLIENT_GONE` event.
-
-    ``Content-Length`` alone bounds nothing: a chunked body (``Transfer-Encoding: chunked``) has none, and was
-    read whole, however large. Bodies here are a search's few hundred bytes, so holding one is cheap.
-
-    Args:
-        app: the ASGI application behind it.
-        limit: bytes a body may have (default :data:`MAX_BODY_BYTES`).
-        timeout: seconds the whole body may take to arrive (default :data:`BODY_TIMEOUT_S`).
-    """
-
-    def __init__(self, app: Any, limit: int | None = None, timeout: float | None = None) -> None:
-        self.app = app
-        self.limit = MAX_BODY_BYTES if limit is None else limit
-        self.timeout = BODY_TIMEOUT_S if timeout is None else timeout
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await _refuse(send, path, 413, f"a request body may have {self.limit} bytes at most")
-            return
-        body, more = bytearray(), True
-        deadline = asyncio.get_running_loop().time() + self.timeout
-        while more:
-            left = deadline - asyncio.get_running_loop().time()
-            try:
-                message = await asyncio.wait_for(receive(), max(left, 0))
-            except TimeoutError:
-                await _refuse(send, path, 408, f"the request body did not arrive within {self.timeout:g} s")
-                return
-            if message["type"] == "http.disconnect":
-                return  # the client is gone; there is no one to answer
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.limit:
-                await _refuse(send, path, 413, f"a request body may have {self.limit} bytes at most")
-                return
-        # After the body, all a client can send is its disconnect: watched here, by the one reader of the
-        # connection, and set as an event the application waits on (Lane) instead of polling for it.
-        gone = anyio.Event()
-        replayed = False
-
-        async def replay() -> dict:
-            nonlocal replayed
-            if replayed:
-                await gone.wait()
-                return {"type": "http.disconnect"}
-            replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
-
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            gone.set()
-
-        failed: Exception | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch)
-            scope[CLIENT_GONE] = gone
-            try:
-                await self.app(scope, replay, send)
-            except Exception as e:  # raised as itself below, not wrapped in the task group's ExceptionGroup
-                failed = e
-            group.cancel_scope.cancel()
-        if failed is not None:
-            raise failed
-
-
-async def _refuse(send: Any, path: str, status: int, message: str) -> None:
-    """An error answered before the application saw the request, in the one shape, and the connection closed
-    (the rest of the body is not read)."""
-    if path.startswith("/api/") or path.startswith("/openapi"):
-        body, kind = JSONResponse({"error": message}).body, b"application/json"
-    else:
-        body, kind = render_page({}, None, message).encode(), b"text/html; charset=utf-8"
-    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
-               *((name.encode(), value.encode()) for name, value in SECURITY_HEADERS.items()),
-               (b"content-security-policy", PAGE_POLICY.encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _page_form(params: Any) -> dict[str, Any]:
+    """The page's form fields from a query string: what the page searches with and its links carry."""
+    return {"q": params.get("q", ""), "mode": params.get("mode", "hybrid"), "rerank": "rerank" in params,
+            "snippets": "snippets" in params, "year": params.get("year", ""),
+            "journal": [j for j in params.getlist("journal") if j.strip()],
+            "mesh": [m for m in params.getlist("mesh") if m.strip()], "page": params.get("page", "1"),
+            "publication_type": [t for t in params.getlist("publication_type") if t.strip()],
+            "facets": params.get("facets") != "0", "sort": params.get("sort", "relevance"),
+            "dedupe": "dedupe" in params, "mmr": params.get("mmr", ""), "similar": params.get("similar", "")[:100]}
 
 
 def _check_key(request: Request, api_key: str | None) -> None:

@@ -4,7 +4,7 @@ uvicorn closes a connection that stays idle *between* requests (``timeout_keep_a
 half a request line or half its headers and then nothing holds its connection for ever: two hundred such
 clients held two hundred connections open. :class:`HeadTimeoutProtocol` gives every request
 :data:`HEAD_TIMEOUT_S` from its first byte (or from the connection's start) to its last header; the body has
-:data:`biorank.service.app.BODY_TIMEOUT_S` of its own (:class:`biorank.service.app.BoundedBody`).
+:data:`biorank.service.bounds.BODY_TIMEOUT_S` of its own (:class:`biorank.service.bounds.BoundedBody`).
 """
 
 from __future__ import annotations

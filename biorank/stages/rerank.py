@@ -194,7 +194,7 @@ class Reranker:
     def run(self, answers: Sequence[Answer], depth: int) -> None:
         """The pipeline's call: each answer's hits reranked in place (the top :attr:`depth` of the ``depth`` the
         first stage found)."""
-        reranked = self.rerank_many({a.query_id: a.query for a in answers}, {a.query_id: a.hits for a in answers})
+        reranked = self.rerank_many({a.query_id: a.words for a in answers}, {a.query_id: a.hits for a in answers})
         for answer in answers:
             answer.hits = reranked[answer.query_id]
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from biorank.errors import BiorankError
 from biorank.retrieval.clauses import dense_script_field
 from biorank.scores import min_max
+from biorank.stages.marks import highlight_request, readable, tagged_spans
 from biorank.store.failures import reason
 from biorank.store.mappings.sentences import BYTE_SCALE, quantise
 from biorank.store.msearch import msearch
@@ -66,7 +67,6 @@ SENTENCE_BATCH = 16
 MAX_SENTENCES_PER_DOCUMENT = 500
 MAX_RESULT_WINDOW = 10_000
 _SECTIONS = {"title": 0, "abstract": 1}
-_MARK = ("\x02", "\x03")  # highlight tags: control characters never occur in indexed text
 
 
 class SnippetError(BiorankError):
@@ -368,7 +368,7 @@ class SnippetScorer:
     def run(self, answers: Sequence[Answer], depth: int) -> None:
         """The pipeline's call: each answer gets its ranked sentences (and its hits re-scored, if asked); the
         sentences come from the top :attr:`depth` documents, whatever the first stage's ``depth``."""
-        found = self.score_many({a.query_id: a.query for a in answers}, {a.query_id: a.hits for a in answers},
+        found = self.score_many({a.query_id: a.words for a in answers}, {a.query_id: a.hits for a in answers},
                                 highlight=self.highlight)
         for answer in answers:
             answer.snippets = found.ranked.get(answer.query_id, [])
@@ -444,7 +444,8 @@ class SnippetScorer:
         found = {q: (responses[2 * i], responses[2 * i + 1]) for i, q in enumerate(asked)}
         stored = self.sentence_vectors != "none"
         candidates = {q: _candidates(docs[q], *found.get(q, (None, None)), similarity=stored and q in vectors,
-                                     highlight=highlight, scale=scales.get(q, 1.0)) for q in queries}
+                                     highlight=queries[q] if highlight else None, scale=scales.get(q, 1.0))
+                      for q in queries}
         if not stored and vectors:
             self._encode_similarity(candidates, vectors)
         if "relevance" in perspectives and self.reranker is not None:
@@ -491,8 +492,7 @@ def sentences_request(query: str, doc_ids: Sequence[str], vector: Sequence[float
         # Unit vectors: the inner product is the cosine.
         body["script_fields"] = {"similarity": dense_script_field(vector)}
     if highlight:
-        body["highlight"] = {"fields": {"text": {"number_of_fragments": 0}},
-                             "pre_tags": [_MARK[0]], "post_tags": [_MARK[1]]}
+        body["highlight"] = highlight_request("text")
     return body
 
 
@@ -504,7 +504,9 @@ def document_bm25_request(query: str, doc_ids: Sequence[str]) -> dict:
 
 
 def _candidates(doc_ids: list[str], sentences: dict | None, documents: dict | None, *, similarity: bool,
-                highlight: bool, scale: float = 1.0) -> SentenceCandidates:
+                highlight: str | None, scale: float = 1.0) -> SentenceCandidates:
+    """A query's candidate sentences from the snippet search's answers; ``highlight`` is the query whose terms
+    were tagged (:mod:`biorank.stages.marks` keeps the spans a reader should see), None where none were."""
     import numpy as np
 
     position = {d: i for i, d in enumerate(doc_ids)}
@@ -517,7 +519,8 @@ def _candidates(doc_ids: list[str], sentences: dict | None, documents: dict | No
         cosine = float(h["fields"]["similarity"][0]) / scale if similarity else 0.0
         marked = (h.get("highlight", {}).get("text") or [None])[0]
         rows.append(((position[sentence.doc_id], _SECTIONS.get(sentence.section, 2), sentence.number), sentence,
-                     float(h["_score"]), cosine, _matches(marked, sentence.text) if highlight else ()))
+                     float(h["_score"]), cosine,
+                     readable(tagged_spans(marked, sentence.text), sentence.text, highlight) if highlight else ()))
     if sentences is not None and sentences["hits"]["total"]["value"] > len(rows) and \
             sentences["hits"]["total"].get("relation") == "eq":
         raise SnippetError(f"the top documents have more than {len(rows)} sentences; score fewer documents")
@@ -530,24 +533,7 @@ def _candidates(doc_ids: list[str], sentences: dict | None, documents: dict | No
         sentences=tuple(r[1] for r in rows), doc_of=np.array([r[0][0] for r in rows], dtype=np.int64),
         lexical=np.array([r[2] for r in rows], dtype=np.float64),
         similarity=np.array([r[3] for r in rows], dtype=np.float64) if similarity else None,
-        matches=tuple(r[4] for r in rows) if highlight else None)
-
-
-def _matches(marked: str | None, text: str) -> tuple[tuple[int, int], ...]:
-    """The spans of ``text`` that OpenSearch's highlighter tagged (it analyses as the index does: stems too)."""
-    if not marked:
-        return ()
-    plain: list[str] = []
-    spans: list[tuple[int, int]] = []
-    begin = 0
-    for char in marked:
-        if char == _MARK[0]:
-            begin = len(plain)
-        elif char == _MARK[1]:
-            spans.append((begin, len(plain)))
-        else:
-            plain.append(char)
-    return tuple(spans) if "".join(plain) == text else ()
+        matches=tuple(r[4] for r in rows) if highlight is not None else None)
 
 
 def _snippets(c: SentenceCandidates, order: np.ndarray, s_sent: np.ndarray, s_doc: np.ndarray) -> list[Snippet]:

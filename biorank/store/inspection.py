@@ -17,12 +17,19 @@ from biorank.errors import BiorankError
 from biorank.store.ids import storage_id
 from biorank.store.indices import list_indices
 from biorank.store.mappings.sentences import BYTE_SCALE
+from biorank.store.msearch import msearch
 from biorank.store.record import IndexRecord, check_record
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 VECTOR_SCRIPT = {"source": "doc['embedding'].size() == 0 ? null : doc['embedding'].value"}
+"""A hit's vector as the k-NN plugin hands it (a byte vector as its bytes); the sentences' inspection reads it."""
+VECTOR_COPY_SCRIPT = {"source": "if (doc['embedding'].size() == 0) { return null; } def v = doc['embedding'].value; "
+                                "List out = new ArrayList(); for (int i = 0; i < v.length; ++i) { out.add(v[i]); } "
+                                "return out;"}
+"""The float vector of each hit of a search, copied: the k-NN plugin hands every hit the same array, refilled per
+document, so returning that array itself over many hits answers the last one's vector for all of them."""
 MAX_ENTRIES = 10_000
 SECTIONS = ("title", "abstract")
 FIELD_ORDER = ("id", "title", "journal", "year", "mesh", "abstract")
@@ -60,13 +67,32 @@ class StoredDocument:
         return asdict(self)
 
 
-def _vector(hit: dict) -> dict | None:
-    values = hit.get("fields", {}).get("embedding", [None])[0]
+def stored_vector(hit: dict) -> list[float] | None:
+    """The components of the vector a search hit's :data:`VECTOR_COPY_SCRIPT` (or :data:`VECTOR_SCRIPT`) script
+    field read, or None where the entry has none.
+
+    Args:
+        hit: one hit of a search that asked for ``script_fields: {"embedding": {"script": VECTOR_COPY_SCRIPT}}``.
+
+    Returns:
+        The vector as floats (a byte vector's components over the scale they were stored at), or None.
+
+    Example:
+        >>> stored_vector({"fields": {"embedding": [[0.6, 0.8]]}})
+        [0.6, 0.8]
+    """
+    values = hit.get("fields", {}).get("embedding") or [None]
+    if isinstance(values[0], list | str | None):
+        values = values[0]  # the array :data:`VECTOR_SCRIPT` returns is one value; a copied list is the values
     if isinstance(values, str):
         # A byte vector's doc value comes back as its bytes in base64: the components are those bytes, signed,
         # over the scale they were stored at.
         values = [(b - 256 if b > 127 else b) / BYTE_SCALE for b in base64.b64decode(values)]
-    vector = Vector.of(values)
+    return [float(v) for v in values] if values else None
+
+
+def _vector(hit: dict) -> dict | None:
+    vector = Vector.of(stored_vector(hit))
     return asdict(vector) if vector else None
 
 
@@ -93,11 +119,48 @@ def first_blocks(client: OpenSearch, index: str, ids: Sequence[str], fields: Seq
     return found
 
 
+def block_vectors(client: OpenSearch, index: str, ids: Sequence[str],
+                  fields: Sequence[str] = ()) -> dict[str, tuple[dict[str, Any], list[float] | None]]:
+    """Each document's first block: ``fields`` of it and its stored vector, by id, in one ``_msearch``.
+
+    The vector field is left out of ``_source``, so a script field reads it (see the module's docstring), copying
+    each (:data:`VECTOR_COPY_SCRIPT`); block 0 of a document is stored under the document's own storage id.
+
+    Args:
+        client: the cluster's client.
+        index: a documents index.
+        ids: document ids (repeats are read once).
+        fields: stored fields of the first block to return beside the vector (``title``, ``year``).
+
+    Returns:
+        id -> (those fields, the vector or None); ids not in the index are left out.
+
+    Example:
+        >>> block_vectors(client, "scifact", ["4983"], ["title"])["4983"][0]["title"]  # doctest: +SKIP
+        'Microstructural development of human newborn cerebral white matter ...'
+    """
+    unique = list(dict.fromkeys(ids))
+    lines: list[dict] = []
+    for start in range(0, len(unique), MAX_ENTRIES):
+        some = unique[start : start + MAX_ENTRIES]
+        lines += [{"index": index}, {"size": len(some), "query": {"ids": {"values": [storage_id(i) for i in some]}},
+                                     "_source": ["id", *fields],
+                                     "script_fields": {"embedding": {"script": VECTOR_COPY_SCRIPT}}}]
+    responses = msearch(client, lines, refused=lambda _, error: NotFound(f"cannot read the vectors of {index!r}: "
+                                                                          f"{error.get('reason', error)}"))
+    found: dict[str, tuple[dict[str, Any], list[float] | None]] = {}
+    for response in responses:
+        for hit in response["hits"]["hits"]:
+            source = hit.get("_source", {})
+            found[source.get("id", hit["_id"])] = ({f: source.get(f) for f in fields}, stored_vector(hit))
+    return found
+
+
 def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocument:
     """Every stored entry of ``doc_id`` in ``index`` and its sentences index, vectors as dimension and norm."""
     record = _record(client, index)
     body = {"size": MAX_ENTRIES, "query": {"term": {"id": doc_id}}, "sort": [{"block": "asc"}], "_source": True,
-            "script_fields": {"embedding": {"script": VECTOR_SCRIPT}}}
+            "script_fields": {"embedding": {"script": VECTOR_COPY_SCRIPT}}}
     hits = client.search(index=index, body=body)["hits"]["hits"]
     if not hits:
         raise NotFound(f"no document {doc_id!r} in {index!r}")

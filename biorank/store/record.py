@@ -25,7 +25,8 @@ REENCODING = "reencoding"
 """Key present while ``biorank reindex-vectors`` re-encodes the index."""
 BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "default_lambda",
                         "dimension", "settings",
-                        "block_tokens", "sentences_index", "documents_index", "filterable", "sentence_vectors"})
+                        "block_tokens", "sentences_index", "documents_index", "filterable", "sentence_vectors",
+                        "bibliographic"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
 APPLIED_FILES = "applied_files"
 """Key of the input files ``biorank sync`` applied, in the order applied: facts about the content, not tuning."""
@@ -82,6 +83,10 @@ class IndexRecord:
     filterable: bool = False
     """Whether every block carries its document's year, journal and MeSH (indices built before filters existed
     have them on block 0 only, so filtering them would drop blocks)."""
+    bibliographic: bool = False
+    """Whether the mapping has MEDLINE's bibliographic fields (authors, DOI, publication types, major MeSH, the
+    journal's abbreviation): indices built before them have no such fields, and ``dynamic: strict`` refuses a
+    document that carries them, so the indexer leaves them out there."""
     sentences_index: str | None = None
     documents_index: str | None = None
     sentence_vectors: str = LEGACY_SENTENCE_VECTORS
@@ -111,6 +116,7 @@ class IndexRecord:
             model=meta.get("model"), model_source=meta.get("model_source"),
             prefixes=MappingProxyType(dict(meta.get("prefixes") or {})), dimension=meta.get("dimension"),
             block_tokens=meta.get("block_tokens"), filterable=bool(meta.get("filterable")),
+            bibliographic=bool(meta.get("bibliographic")),
             sentences_index=meta.get("sentences_index"),
             documents_index=meta.get("documents_index"),
             sentence_vectors=meta.get("sentence_vectors") or LEGACY_SENTENCE_VECTORS,

@@ -15,7 +15,11 @@ Fields, and who reads them:
   the same encoder, which the index records;
 - ``embedding`` (every block): the passage's unit vector, Lucene HNSW with inner product;
 - ``year``, ``journal``, ``mesh`` (every block): what searches filter on (:mod:`biorank.retrieval.filters`), on
-  every block because a filter selects blocks before they are scored; aggregations count ``block: 0``.
+  every block because a filter selects blocks before they are scored; aggregations count ``block: 0``;
+- ``authors``, ``publication_types``, ``mesh_major``, ``journal_abbrev`` (every block, for the same reason) and
+  ``doi`` (block 0): what MEDLINE carries beside the text (:data:`BIBLIOGRAPHIC`), for PubMed's field searches
+  and for exports. An index built before them has none (its record has no ``bibliographic``), and the indexer
+  writes them only into an index whose record says it has them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from dataclasses import asdict, dataclass
 from biorank.store.mappings.fields import knn_vector
 from biorank.store.record import new_record
 
+BIBLIOGRAPHIC = ("authors", "publication_types", "mesh_major", "journal_abbrev")
+"""The bibliographic keyword fields every block carries; ``doi`` is on block 0 only (nothing filters on it)."""
 ENGLISH = "english"
 STANDARD = "standard"
 ANALYZERS = (ENGLISH, STANDARD)
@@ -95,7 +101,7 @@ def documents_index_body(
         "mappings": {
             "_meta": new_record(
                 asdict(settings), kind="documents", model=model, dimension=dimension,
-                block_tokens=block_tokens, filterable=True, sentences_index=sentences_index,
+                block_tokens=block_tokens, filterable=True, bibliographic=True, sentences_index=sentences_index,
                 model_source=model_source or model,
                 prefixes=dict(prefixes or {}), **({"default_lambda": default_lambda} if default_lambda else {}),
                 # The snippet stage reads how its sentences are stored from here, with the rest of the record.
@@ -121,6 +127,8 @@ def documents_index_body(
                 "journal": {"type": "keyword"},
                 "year": {"type": "short"},
                 "mesh": {"type": "keyword"},
+                **{name: {"type": "keyword"} for name in BIBLIOGRAPHIC},
+                "doi": {"type": "keyword"},
                 # Block 0 is written last: its presence with this hash says the whole document is in.
                 "content_hash": {"type": "keyword", "index": False},
                 "n_title_sentences": {"type": "integer", "index": False},
