@@ -12,7 +12,7 @@ abstracts (default 1,000; ``--limit 0`` all 5,183) it measures:
   does), p50 ms each;
 - quality against ONNX Runtime fp32 on the CPU: the vectors' cosine (min, mean) over ``--quality-limit`` abstracts'
   texts, the overlap of each claim's top 10 blocks, and the cross-encoder's largest logit difference and top-10
-  overlap over the rerank pairs. Limits (issue 42): cosine >= 0.999, top-10 overlap >= 0.99.
+  overlap over the rerank pairs. Limits: cosine >= 0.999, top-10 overlap >= 0.99.
 
     python -m benchmarks.gpu_stages                              # auto: the GPU where torch sees one
     python -m benchmarks.gpu_stages --device cuda --limit 0      # all of SciFact

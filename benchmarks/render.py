@@ -1,7 +1,7 @@
 """Writes the docs' measurement tables from the committed benchmark records, or checks that they are current.
 
-A generated table sits in README.md, benchmarks/README.md or a page under docs/ between the markers
-``<!-- table: NAME -->`` and ``<!-- /table: NAME -->``; everything between them is this script's. Each table of
+A generated table sits in README.md, benchmarks/README.md, a page under docs/ or a shipped model's card between the
+markers ``<!-- table: NAME -->`` and ``<!-- /table: NAME -->``; everything between them is this script's. Each table of
 figures ends with a line naming the record(s) it comes from, their machine, date and commit, so every figure in
 the docs has its record and a changed figure is a changed record; benchmarks/README.md's index of the scripts is
 written from their docstrings' questions and the records (with each study's ``decision``).
@@ -72,7 +72,8 @@ def speed_of_defaults(folder: Path) -> tuple[list[Column], list[dict], list[str]
         "indexing with sentences, bge-small-en-v1.5, ONNX Runtime (docs/s)":
             f"{_row(fused, 'indexing 300 abstracts')['after_end_to_end_docs_per_s']:.1f}",
         "a fresh `biorank query`, hybrid, wall (p50)": f"{fresh[0]:.2f}{DASH}{fresh[1]:.2f} s",
-        "warm first stage on SciFact (9,878 blocks): bm25 / hybrid (p50)":
+        f"warm first stage, SciFact's {warm['settings']['encoder']} index ({warm['settings']['blocks']:,} blocks): "
+        "bm25 / hybrid (p50)":
             f"{bm25['p50_min']}{DASH}{bm25['p50_max']} / {hybrid['p50_min']}{DASH}{hybrid['p50_max']} ms",
         "rerank 20 hits with the shipped cross-encoder, fp32 / int8 (p50)":
             f"{rerank['after_fp32_ms']:,} / {rerank['after_int8_ms']:,} ms",
@@ -85,6 +86,44 @@ def speed_of_defaults(folder: Path) -> tuple[list[Column], list[dict], list[str]
     rows = [{"what": what, "m0": value} for what, value in cells.items()]
     return ([Column("what", "what"), Column("m0", label)], rows,
             ["query_latency-fused-kernels", "cold_query-external-weights", "query_latency-four-runs"])
+
+
+def default_lambdas(folder: Path) -> tuple[list[Column], list[dict], list[str]]:
+    """The λ an index uses until one is tuned, per encoder: from the code (the catalogue and the config), not a
+    record, so the docs say what the code does."""
+    from biorank.config import DEFAULT_LAMBDA
+    from biorank.models.catalogue import MAVEN_MODELS
+
+    rows = [{"encoder": name, "lambda": model.default_lambda or DEFAULT_LAMBDA} for name, model in MAVEN_MODELS.items()]
+    rows.append({"encoder": "any other (all-MiniLM-L6-v2, a folder, a hub name)", "lambda": DEFAULT_LAMBDA})
+    return [Column("encoder", "encoder of the index"), Column("lambda", "λ until tuned", "g")], rows, []
+
+
+PUBMED_YEAR = (("1.5 million records", 1_500_000), ("4 million records", 4_000_000),
+               ("one day's file (~11,000)", 11_000))
+"""What a year of NLM's update files brings, as docs/guides/indexing.md assumes it (its reasons are there)."""
+
+
+def _duration(seconds: float) -> str:
+    hours = seconds / 3600
+    return f"{hours:,.0f} h" if hours >= 10 else f"{hours:.1f} h" if hours >= 1 else f"{seconds / 60:.0f} min"
+
+
+def pubmed_year(folder: Path) -> tuple[list[Column], list[dict], list[str]]:
+    """docs/guides/indexing.md's year of update files: its assumed record counts over the rates of two records, the
+    sync measured beside other work and the same encoder's indexing on idle CPUs."""
+    sync, idle = (read_record(folder / f"{name}.json") for name in ("pubmed_sync", "index_throughput-encoders"))
+    rates = [
+        ("`--no-sentences`", sync, _row(sync, "off")["new"], "other work on the CPUs"),
+        ("`--no-sentences`", idle, _row(idle, "indexing, `--no-sentences`, docs/s, onnx")["bge_small_en_v1_5"], "idle"),
+        ("with sentences", sync, _row(sync, "on")["new"], "other work on the CPUs"),
+        ("with sentences", idle, _row(idle, "indexing, with sentences, docs/s, onnx")["bge_small_en_v1_5"], "idle"),
+    ]
+    rows = [{"how": f"{how}, {record['machine']['cpu']}, {load} ({rate:.1f}/s)",
+             **{label: _duration(count / rate) for label, count in PUBMED_YEAR}} for how, record, rate, load in rates]
+    columns = [Column("how", "a year of update files, default encoder, 2 CPUs")]
+    columns += [Column(label, label) for label, _ in PUBMED_YEAR]
+    return columns, rows, ["pubmed_sync", "index_throughput-encoders"]
 
 
 def _question(script: Path) -> str:
@@ -136,13 +175,20 @@ TABLES: dict[str, Table] = {
     # benchmarks/README.md, the suite's own index
     "benchmark-index": Table(compose=measurement_index, sourced=False),
     "study-index": Table(compose=study_index, sourced=False),
+    # docs/concepts/index-record.md: what the code does, from the code
+    "default-lambda": Table(compose=default_lambdas, sourced=False),
     # README.md, the front door
     "readme-quality": Table("eval-rerank-weight", ("query_set", "hybrid", "rerank_w", "cross_encoder_alone"),
                             (("rerank_w", "+ rerank (default weight 0.3)"),), dated=False),
     "readme-speed": Table(compose=speed_of_defaults, dated=False),
+    # the shipped cross-encoder's card (biorank/models/reranker/README.md)
+    "card-seeds": Table("train_reranker-seeds"),
+    "card-onnx": Table("eval-rerank-onnxruntime"),
+    "card-bioasq-batches": Table("eval-rerank-bioasq-batches"),
     # docs/: measurements and decisions
     "rerank-weight": Table("eval-rerank-weight"),
     "encoder-choice": Table("encoder_choice"),
+    "lambda-default": Table("tune_lambda-bge-hash-dev"),
     "first-stage-modes": Table("eval-first-stage-modes"),
     "rerank-length": Table("eval-rerank-length"),
     "snippet-weights": Table("eval-snippet-weights"),
@@ -167,6 +213,7 @@ TABLES: dict[str, Table] = {
     "speed-precision-avx2": Table("index_throughput-precision-avx2"),
     "speed-encoders": Table("index_throughput-encoders"),
     "speed-fused-kernels": Table("query_latency-fused-kernels"),
+    "query-latency-four-runs": Table("query_latency-four-runs"),
     "cold-query": Table("cold_query-external-weights"),
     "engine-versions": Table("engine_versions"),
     "scale-speed": Table("scale-speed"),
@@ -180,13 +227,17 @@ TABLES: dict[str, Table] = {
     "study-reranker-pubmed": Table("reranker_depth-pubmed"),
     "study-openvino": Table("openvino_compare"),
     "study-encoder-precision": Table("encoder_precision"),
+    "install-size": Table("install_size-light"),
+    "index-size": Table("index_size-scifact"),
     "study-light-install": Table("light_install"),
+    "study-light-install-no-amx": Table("light_install-no-amx"),
     "query-latency-modes": Table("query_latency-modes"),
     "query-latency-knn-score": Table("query_latency-knn-score"),
     "index-throughput-sentences": Table("index_throughput-sentences"),
     "index-throughput-vectors": Table("index_throughput-vectors-1nodes"),
     "index-throughput-vectors-3nodes": Table("index_throughput-vectors-3nodes"),
     "pubmed-sync": Table("pubmed_sync"),
+    "pubmed-year": Table(compose=pubmed_year),
     "container-image": Table("container_image"),
     "query-log-overhead-batched": Table("query_log_overhead-batched"),
     "query-log-overhead-single": Table("query_log_overhead-single"),
@@ -200,19 +251,25 @@ TABLES: dict[str, Table] = {
 MARKERS = re.compile(r"(<!-- table: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table: (?P=name) -->)", re.DOTALL)
 
 
+def where_measured(record: dict) -> str:
+    """The machine a record's figures come from, as the line under a table names it: the CPU (and a GPU beside it),
+    or the GPU alone where quality figures were scored there and the CPU was not recorded."""
+    machine = record["machine"]
+    gpu = machine.get("accelerator")
+    if gpu and machine["cpu"].startswith("not recorded") and machine["isa"] == "not recorded":
+        return f"scored on {gpu}" + (f" in {record['scored_with']}" if record.get("scored_with") else "")
+    if machine["cpu"] == machine["isa"] == "not recorded":
+        return f"machine not recorded, {machine['cores']} cores"
+    return f"{machine['cpu']}, {machine['cores']} cores, {machine['isa']}" + (f", {gpu}" if gpu else "")
+
+
 def source_line(records: list[dict], names: list[str], dated: bool = True) -> str:
     """The italic line under a table: each record's file, machine, date and commit (and where it was copied from)."""
     parts = []
     for name, record in zip(names, records, strict=True):
-        machine = record["machine"]
-        where = f"{machine['cpu']}, {machine['cores']} cores, {machine['isa']}"
-        if machine["cpu"] == machine["isa"] == "not recorded":
-            where = f"machine not recorded, {machine['cores']} cores"
-        if machine.get("accelerator"):
-            where += f", {machine['accelerator']}"
         copied = f", transcribed from `{record['transcribed_from']}`" if record.get("transcribed_from") else ""
         when = f"; {record['date']}; commit {record['commit']}{copied}" if dated else ""
-        parts.append(f"`benchmarks/records/{name}.json` ({where}{when})")
+        parts.append(f"`benchmarks/records/{name}.json` ({where_measured(record)}{when})")
     return "*Record" + ("s" if len(parts) > 1 else "") + ": " + "; ".join(parts) + ".*"
 
 
@@ -252,9 +309,11 @@ def render(name: str, folder: Path = RECORDS) -> str:
 
 
 def pages(root: Path = ROOT) -> list[Path]:
-    """README.md, benchmarks/README.md and every markdown page under docs/."""
+    """README.md, benchmarks/README.md, every markdown page under docs/ and the shipped models' cards (the docs
+    include the cross-encoder's)."""
     found = [page for page in (root / "README.md", root / "benchmarks" / "README.md") if page.is_file()]
-    return found + sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else found
+    found += sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else []
+    return found + sorted(root.glob("biorank/models/*/README.md"))
 
 
 def rewrite(text: str, folder: Path = RECORDS) -> tuple[str, list[str]]:

@@ -17,6 +17,10 @@ class ArtifactError(BiorankError):
     """An OpenSearch artifact could not be downloaded or failed verification."""
 
 
+class DatasetError(BiorankError):
+    """A public data set could not be fetched, failed verification, or needs steps only its user can take."""
+
+
 class NodeStartError(BiorankError):
     """The local node did not come up."""
 

@@ -15,8 +15,9 @@ from biorank.cluster.local import LocalNode, port_is_free
 from biorank.config import ConnectionSettings
 from biorank.store.client import connect
 
-# CI clones the repository with shared/ beside it, exactly as the developers' machines have it.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The public data the tests read, laid out as `biorank datasets get` writes it: BIORANK_DATA, else shared/data beside
+# the repository (CI clones the repository with shared/ beside it, exactly as the developers' machines have it).
+SHARED_DATA = Path(os.environ.get("BIORANK_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 # The commands the tests run log their queries into an index of their own, never into a cluster's real log.
 TEST_QUERY_LOG = f"biorank-queries-test-{uuid.uuid4().hex[:8]}"
@@ -73,7 +74,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        raise RuntimeError(f"the development data is missing: expected {SHARED_DATA}")
+        raise RuntimeError(f"the development data is missing: expected {SHARED_DATA}; fetch it with `biorank datasets "
+                           "get scifact nfcorpus pubmed pubmedqa --to DIR` (bioasq and bioasq-abstracts: `--from` a "
+                           "mirror) and set BIORANK_DATA=DIR")
     return SHARED_DATA
 
 

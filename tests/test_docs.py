@@ -3,9 +3,9 @@ relative link of those pages resolves.
 
 A runnable block is a fenced ``sh`` block right after ``<!-- runnable -->``. Its lines are what a reader types
 after the quickstart, so the test changes only what a test must: every command goes to the test node (``--url``),
-``../shared/data/`` is the shared data beside the repository, files a command writes land in a temporary
-folder, an index other than the demo's gets a name of its own (deleted afterwards), ``biorank serve … &`` runs
-in the background on a free port that the block's ``curl`` lines reach, and the virtual environment and install
+``data/`` (the folder ``biorank datasets get`` fills) is the tests' data folder, files a command writes land in a
+temporary folder, an index other than the demo's gets a name of its own (deleted afterwards), ``biorank serve … &``
+runs in the background on a free port that the block's ``curl`` lines reach, and the virtual environment and install
 in front of the demo (``python3 -m venv .venv && .venv/bin/pip install . &&``) are what this test environment
 already did. ``docs.jsonl`` (the index guide's example of
 any JSON Lines) is written from the first abstracts of the bundled sample.
@@ -114,6 +114,7 @@ def test_a_runnable_block_runs(block: str, demo_index: str, opensearch_url: str,
                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BIORANK_URL", opensearch_url)
+    (tmp_path / "data").symlink_to(shared_data, target_is_directory=True)  # what `biorank datasets get` writes
     with gzip.open(sample_path(), "rt", encoding="utf-8") as sample, open("docs.jsonl", "w") as docs:
         for line in list(sample)[:20]:
             record = json.loads(line)
@@ -127,7 +128,6 @@ def test_a_runnable_block_runs(block: str, demo_index: str, opensearch_url: str,
                 # The virtual environment and the install in front of the demo: what this environment did.
                 words = words[len(words) - words[::-1].index("&&"):]
             words = [words[0].removeprefix(".venv/bin/"), *words[1:]]
-            words = [w.replace("../shared/data/", f"{shared_data}/") for w in words]
             words = [f"{own}-{w}" if i and words[i - 1] in ("--index", "delete-index") and w != demo_index else w
                      for i, w in enumerate(words)]
             if words[0] == "curl":
@@ -161,6 +161,14 @@ def test_the_docs_have_runnable_blocks_in_the_readme_and_in_every_guide() -> Non
     # Training takes too long for a test; the Python guide's example is the README's, run by test_pipeline.py.
     untested = {"docs/guides/train.md", "docs/guides/python.md"}
     assert guides - untested <= runnable, sorted(guides - untested - runnable)
+
+
+def test_the_examples_say_the_layout_biorank_datasets_writes() -> None:
+    """No page points a reader at the team's own data folder: examples say data/..., which `biorank datasets get`
+    fills on any machine."""
+    pages = [*PAGES, *sorted((ROOT / "biorank" / "models").glob("*/README.md"))]
+    stale = [page.relative_to(ROOT).as_posix() for page in pages if "../shared/data" in page.read_text("utf-8")]
+    assert not stale, stale
 
 
 def test_the_python_guide_shows_the_readme_example_that_runs() -> None:

@@ -172,13 +172,30 @@ def test_bf16_stays_close_to_fp32(encoder: Encoder, abstracts: dict[str, str]) -
     assert cosines.min() > 0.999
 
 
-def test_auto_precision_is_bf16_where_the_cpu_has_it_and_onnx_runtime_elsewhere() -> None:
-    from biorank.models.extras import installed
-    from biorank.models.placement import cpu_flags
+def test_auto_takes_the_backend_this_machine_timed_fastest(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from biorank.models import calibration
+    from biorank.models.placement import FASTER_BY, Placement, cpu_candidates, fastest
 
-    native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
-    light = installed("openvino") and not installed("torch")
-    assert Encoder(PACKAGED_MODEL).precision == (("openvino" if light else "bf16") if native else "onnx")
+    candidates = cpu_candidates("documents")
+    # What the machine timed, kept where biorank keeps it; only onnx timed in a fresh cache, so that the test takes
+    # seconds: the candidates left out are never chosen.
+    monkeypatch.setenv("BIORANK_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration, "_known", {})
+    timed = calibration.calibrate(["onnx"], say=lambda _: None)
+    assert set(timed.ms) == {"onnx"} and all(ms > 0 for ms in timed.ms["onnx"].values())
+    assert json.loads(calibration.calibration_file().read_text())[timed.key]["ms"] == timed.ms
+    # Kept: a model placed with auto now times nothing again, and takes what placement chooses from the times.
+    monkeypatch.setattr(calibration, "_known", {})
+    monkeypatch.setattr(calibration, "_time", lambda *_: pytest.fail("timed again"))
+    if len(candidates) > 1:
+        assert calibration.measured("auto", "cpu", "documents") == timed.stage_ms("documents")
+    chosen = Placement.choose("auto", "cpu", "documents", measured=calibration.measured("auto", "cpu", "documents"))
+    assert chosen.name == "onnx"
+    assert calibration.measured("onnx", "cpu", "documents") is None  # a name asked outright is not timed
+    # The rule itself: another backend only where it took at most FASTER_BY of ONNX Runtime's time.
+    assert fastest(("onnx", "bf16"), {"onnx": 100.0, "bf16": 100.0 * FASTER_BY + 1}) == "onnx"
+    assert fastest(("onnx", "bf16", "openvino"), {"onnx": 100.0, "bf16": 60.0, "openvino": 50.0}) == "openvino"
+    assert fastest(("onnx", "bf16"), {"onnx": 100.0, "bf16": 60.0, "openvino": 50.0}) == "bf16"
 
 
 def test_an_unknown_precision_is_refused() -> None:

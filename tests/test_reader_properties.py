@@ -13,14 +13,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from biorank.indexer.readers import ReaderError, read_records
 from biorank.types import Abstract, Rejected
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-PUBMED = (SHARED / "pubmed" / "test_current_medline.xml.gz")
+PUBMED = (SHARED_DATA / "pubmed" / "test_current_medline.xml.gz")
 PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _ids = st.one_of(st.text(min_size=0, max_size=40), st.integers(), st.none(), st.booleans(), st.lists(st.integers()))

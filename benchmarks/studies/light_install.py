@@ -99,12 +99,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = suite.parser(__doc__, __file__, cluster=False)
     parser.add_argument("--limit", type=int, default=200,
                         help="SciFact abstracts (the first N; sentences: those of the first 50).")
+    parser.add_argument("--variant", default=None, help="names the record of one kind of CPU (e.g. no-amx).")
     options = parser.parse_args(argv)
     suite.header(f"{physical_cores()} threads")
     corpus = [json.loads(line) for line in suite.data("scifact-corpus").open()][: options.limit]
     rows = encoder_rows(corpus) + cross_encoder_rows(corpus)
     suite.record(options, COLUMNS, rows, settings={"limit": options.limit,
-                                                   "threads": physical_cores()}, extra_versions=("openvino",))
+                                                   "threads": physical_cores()}, extra_versions=("openvino",),
+                 variant=options.variant)
 
 
 if __name__ == "__main__":

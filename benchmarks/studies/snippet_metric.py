@@ -1,11 +1,11 @@
 """Does the deep-metric sentence scorer (the `metric` perspective, DMLPR) improve the snippets, and at what cost?
 
 Each query's candidates (the first stage's top 10 documents' sentences, every perspective but the cross-encoder's
-computed once) are ranked under each weighting: today's untuned default (UNTUNED_WEIGHTS), the default with the
+computed once) are ranked under each weighting: the untuned default (UNTUNED_WEIGHTS), the default with the
 metric perspective added at the similarity's weight, the metric alone, and weights tuned on SciFact dev with and
 without it (tune-snippets' optimiser, the same rounds and trials). SciFact dev: evidence-sentence MAP@10 (the
 tuned rows are tuned on these claims: in-sample); BioASQ 7B's 240 fully covered questions: official snippet AP
-and F1, held out from the scorer's training and from every tuning. Paired t-tests against today's default. The
+and F1, held out from the scorer's training and from every tuning. Paired t-tests against the default. The
 cost: the metric scorer's ms for a query's sentences, and the snippet stage's ms with and without it.
 
     python -m benchmarks.studies.snippet_metric --scifact-index scifact --bioasq-index bioasq7b
@@ -30,7 +30,7 @@ from biorank.stages.snippets import UNTUNED_WEIGHTS, SnippetWeights
 from biorank.tuning.snippet_weights import TuningSet, tune_weights
 from biorank.types import PERSPECTIVES
 
-BASELINE = "today's default (untuned)"
+BASELINE = "the default (untuned)"
 COMPUTED = ("similarity", "lexical", "metric")
 COLUMNS = suite.columns(("weights", "sentence weights"), ("scifact", "SciFact dev: MAP@10", ".4f"),
                         ("scifact_p", "p", ".3f"), ("bioasq_ap+bioasq_f1", "BioASQ 7B: snippet MAP / F1", ".4f"),

@@ -1,8 +1,8 @@
-"""What does one training step of the cross-encoder cost on this machine, and so an epoch of issue 44's recipe?
+"""What does one training step of the cross-encoder cost on a CPU, and so an epoch of the recipe for unseen documents?
 
 A step of ``train-reranker`` (one group: a positive and 20 negatives, 256 word pieces, bf16 where the CPU has
 it, forward and backward, AdamW) is timed on real SciFact abstracts for each base; the best of the steps after
-the first gives ms per (query, text) pair. An epoch of the recipe that issue 44 asks to try is then its pairs
+the first gives ms per (query, text) pair. An epoch of the recipe for unseen documents is then its pairs
 times that: one self-supervised group per abstract of the shared data (title -> abstract or the inverse cloze
 task, each with 20 negatives) and the judged groups of the shipped model's recipe (``--groups`` of 21 texts).
 

@@ -5,6 +5,7 @@ imports stay inside the commands, so ``biorank --help`` starts in a blink."""
 # so no import runs in a circle.
 from biorank.cli import (  # noqa: F401
     cluster,
+    datasets,
     evaluate,
     indexing,
     inspect,

@@ -117,7 +117,7 @@ def cluster_logs(lines: int, console: bool, number: int) -> None:
 @click.option("--secure", is_flag=True,
               help="With the security plugin: HTTPS and users admin and reader, as `cluster start --secure` "
                    "makes them (2.19.1 only; tagged VERSION-secure). The passwords and the CA to trust are "
-                   "kept on this machine and reused by rebuilds.")
+                   "kept locally, on the machine that builds, and reused by rebuilds.")
 @click.option("--tag", default=None, help="Another name for the image, besides biorank/opensearch:VERSION.")
 @click.option("--mirror", default=None, metavar="URL",
               help="Debian mirror for the base [default: the one apt uses here, else deb.debian.org].")

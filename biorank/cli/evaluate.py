@@ -59,7 +59,8 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
 
     \b
     Examples (BEIR's SciFact; plots need pip install 'biorank[plots]'):
-      biorank eval --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact --split dev
+      biorank eval --queries data/scifact/queries_train.jsonl --qrels data/scifact/qrels/train.tsv \\
+          --index scifact --split dev
       biorank eval --runs bm25.trec hybrid.trec --qrels scifact/qrels/test.tsv
     """
     from biorank.evaluation.report import NO_PLOTS, pyplot

@@ -99,7 +99,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
 
     \b
     Examples:
-      biorank index scifact/corpus.jsonl --index scifact
+      biorank index data/scifact/corpus.jsonl --index scifact
       biorank index pubmed25n0001.xml.gz pubmed25n0002.xml.gz --index pubmed
       biorank index docs.jsonl --format jsonl --id-field pmid --text-field body
 
@@ -150,13 +150,16 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
                 done[0] += records
                 advance(records)
 
-            report = Indexer(client, index_options, encoder=encoder, vectors=vectors).run(paths, progress=counted)
+            indexer = Indexer(client, index_options, encoder=encoder, vectors=vectors)
+            report = indexer.run(paths, progress=counted)
     except KeyboardInterrupt:
         # Not click's bare "Aborted!": the user should know that nothing is lost and how to go on.
         echo(f"\ninterrupted after {done[0]} records: what was written is kept; run the same command again to "
              "resume (what is in is skipped, nothing is duplicated)")
         raise SystemExit(130) from None
     _summarise(index_name, report)
+    if not report.failed:
+        _settle(client, [i for i in (indexer.options.index, indexer.sentences_index) if i], report)
     if not report.read:
         raise click.ClickException(f"no records in {', '.join(paths)}: nothing was indexed")
     if not report.indexed + report.unchanged + report.failed + report.deleted + report.absent:
@@ -191,14 +194,16 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
 
     \b
     Examples:
-      biorank encode scifact/corpus.jsonl --out scifact-vectors
+      biorank encode data/scifact/corpus.jsonl --out scifact-vectors
       biorank encode pubmed25n000*.xml.gz --out pubmed-vectors --batch-size 256    # on a GPU box
       biorank index pubmed25n000*.xml.gz --index pubmed --vectors pubmed-vectors   # on the cluster's side
     """
     from biorank.indexer.indexer import IndexOptions
     from biorank.indexer.readers import estimate_records
     from biorank.indexer.shards import encode_corpus
+    from biorank.models.extras import require
 
+    require("pyarrow", "vectors", "biorank encode")  # before the encoder loads
     reading = IndexOptions(format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
                            sentences=not no_sentences, batch_size=batch_size, rejects=rejects,
                            max_record_bytes=max_record_bytes)
@@ -265,7 +270,7 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
     from biorank.indexer.indexer import IndexOptions
     from biorank.indexer.readers import estimate_records
     from biorank.indexer.updates import apply_files, find_pubmed_files, plan_sync
-    from biorank.store.indices import concrete_index
+    from biorank.store.indices import concrete_index, sentences_index_name
     from biorank.store.record import read_record
 
     client = options.client(settings)
@@ -314,6 +319,36 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
              "again to apply the rest (what is in is skipped, nothing is duplicated)")
         raise SystemExit(130) from None
     _summarise(index_name, report)
+    if not report.failed:
+        _settle(client, [index_name] + ([sentences_index_name(index_name)] if sentences else []), report)
+
+
+def _settle(client, names: list[str], report) -> None:
+    """Merge what a run built once OpenSearch may drop the recovery copies of its vectors
+    (:mod:`biorank.store.compaction`), so that ``biorank stats`` shows the size the index keeps."""
+    from biorank.store.compaction import COMPACT_FROM, LEASE_WAIT_S, compact
+
+    if report.indexed + report.replaced + report.deleted < COMPACT_FROM:
+        return
+    echo(f"finishing: merging once the index's retention leases pass the last write (within {LEASE_WAIT_S:.0f} s; "
+         "interrupting loses nothing) ...")
+    from opensearchpy.exceptions import TransportError
+
+    try:
+        done = compact(client, names)
+    except KeyboardInterrupt:
+        echo("\ninterrupted: everything is written; the index is only larger until OpenSearch merges it")
+        raise SystemExit(130) from None
+    except TransportError as error:
+        # The build is complete; a user allowed to write but not to flush or merge keeps it as it is.
+        say(f"not compacted (the cluster answered {error.status_code} {inert(str(error.error))}): everything is "
+            "written; the index is only larger until OpenSearch merges it")
+        return
+    if done.merged:
+        say(f"compacted: {done.before / 1e6:,.1f} MB → {done.after / 1e6:,.1f} MB (`biorank stats` shows the cost "
+            "an abstract)")
+    else:
+        say(f"not compacted ({done.skipped}): {done.before / 1e6:,.1f} MB as stored now")
 
 
 def _summarise(index_name: str, report) -> None:

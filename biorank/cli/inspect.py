@@ -74,7 +74,7 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
         ("documents", f"{facts.documents:,}"), ("blocks", f"{facts.blocks:,}"), ("sentences", f"{facts.sentences:,}"),
         ("size", sizes),
         ("per abstract", " + ".join(f"{size / 1e3:.1f} KB ({name})" for name, size in facts.bytes_per_document.items())
-         + " as stored now (force-merged, less: docs/concepts/snippets.md)"),
+         + " as stored now (index and sync merge a large build when it ends)"),
         *((("sentence vectors", facts.sentence_vectors),) if facts.sentence_vectors else ()),
         ("encoder", f"{facts.model} ({facts.dimension} dimensions)" + (
             f", loaded from {facts.model_source}" if facts.model_source not in (None, facts.model) else "")),
@@ -89,6 +89,52 @@ def stats(settings: ConnectionSettings, index_name: str, as_json: bool) -> None:
              "applied by biorank sync)"),) if facts.last_file else ()),
         *((f"tuned: {key}", shorten(value)) for key, value in flatten(facts.tuned).items()),
     ]
+    console().print(table(None, ["", ""], rows, header=False))
+
+
+@cli.command()
+@click.option("--recalibrate", is_flag=True, help="Time the backends again (a few seconds each).")
+@click.option("--json", "as_json", is_flag=True, help="The machine, the times and the choices as JSON.")
+def machine(recalibrate: bool, as_json: bool) -> None:
+    """Show the machine's CPU, the backends' times on it and what precision auto takes for each stage.
+
+    \b
+    auto does not guess from the CPU's flags: the first model placed with auto on a CPU where several backends
+    could run it times each of them once (the shipped cross-encoder, a batch of abstract pairs and one of
+    sentences), and the fastest is taken from then on; ONNX Runtime fp32 unless another is clearly faster. The
+    times are kept per CPU model and installed versions; --recalibrate times them again (after a BIOS change or
+    under a different load).
+
+    \b
+    Examples:
+      biorank machine
+      biorank machine --recalibrate
+    """
+    from biorank.models.calibration import SHAPES, calibrate, calibration_file, kept
+    from biorank.models.calibration import machine as facts_of
+    from biorank.models.placement import Placement, cpu_candidates
+
+    entry = calibrate(say=say) if recalibrate else kept()
+    facts = entry.machine if entry else facts_of()
+    timed = {stage: entry.stage_ms(stage) if entry else None for stage in ("documents", "pairs")}
+    choices = {stage: Placement.choose("auto", "cpu", stage, measured=timed.get(stage)).name
+               for stage in ("documents", "pairs", "queries")}
+    if as_json:
+        click.echo(json_text({"machine": facts, "timed": entry.date if entry else None,
+                              "ms": entry.ms if entry else {}, "auto": choices}, indent=2))
+        return
+    rows = [("CPU", f"{facts['cpu'] or 'unknown'}, {facts['cores']} cores, {' '.join(facts['flags']) or 'no AVX2'}"),
+            ("installed", ", ".join(f"{name} {version}" for name, version in facts["versions"].items())),
+            ("timed", f"{entry.date} (kept in {calibration_file()})" if entry else
+             "never: the first model placed with auto on the CPU times the backends, or --recalibrate")]
+    for name, times in (entry.ms.items() if entry else ()):
+        rows.append((name, ", ".join(f"{SHAPES[shape][0]} pairs of {SHAPES[shape][1]}: {ms:,.0f} ms"
+                                     for shape, ms in times.items())))
+    for stage in ("documents", "pairs"):
+        several = len(cpu_candidates(stage)) > 1  # type: ignore[arg-type]
+        unsure = " (until the backends are timed)" if several else " (the only backend here)"
+        rows.append((f"auto, {stage}", choices[stage] + ("" if entry else unsure)))
+    rows.append(("auto, queries", choices["queries"]))
     console().print(table(None, ["", ""], rows, header=False))
 
 

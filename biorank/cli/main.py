@@ -70,6 +70,7 @@ def cli(ctx: click.Context, url: str | None, user: str | None, password: str | N
     \b
     First steps:
       biorank demo                                start the local node, index 300 SciFact abstracts, search them
+      biorank datasets get scifact                the public data the examples use, into ./data (verified)
       biorank index corpus.jsonl --index scifact  index a collection (PubMed XML, JSON Lines, ...)
       biorank query "..." --index scifact         search it (hybrid by default; --mode to choose)
       biorank tune-lambda --queries Q --qrels R   tune the hybrid's λ on the dev split

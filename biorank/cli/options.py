@@ -236,7 +236,7 @@ def reranker_options(command: Callable) -> Callable:
         click.option("--rerank-length", type=click.IntRange(*LENGTHS),
                      default=default(PipelineSettings, "rerank_length"), show_default=True, cls=Expert,
                      topic="rerank", help="Word pieces of query + title + abstract read; 512 reads nearly all "
-                     "abstracts whole, in 2.5x the time."),
+                     "abstracts whole, in over twice the time."),
         click.option("--rerank-precision", type=click.Choice(["auto", *PRECISIONS]),
                      default=default(PipelineSettings, "precision"), show_default=True, cls=Expert,
                      topic="precision", help="The cross-encoder's backend; see `biorank help precision`."),

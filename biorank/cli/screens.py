@@ -47,7 +47,7 @@ class Screen(click.Command):
 
 
 SECTIONS = {
-    "start": ("demo", "help", "cluster", "dashboards"),
+    "start": ("demo", "help", "cluster", "dashboards", "datasets"),
     "index": ("index", "encode", "sync", "reindex-vectors", "indices", "stats", "inspect", "mappings", "delete-index"),
     "search": ("query", "search", "similar", "serve", "log"),
     "evaluate": ("eval", "tune-lambda", "tune-rerank", "tune-snippets", "export-bioasq"),

@@ -23,9 +23,10 @@ def _precision() -> list[Block]:
     return [
         "--precision sets the encoder's backend (of documents, or of queries); --rerank-precision the "
         f"cross-encoder's. Both take auto (the default) or one of {', '.join(PRECISIONS)}:",
-        [("auto", "onnx for queries. For documents and pairs: bf16 in torch where the CPU has AVX512_BF16 or AMX "
-                  "and torch is installed, else openvino where that is installed; on a GPU, bf16 where it computes "
-                  "bf16 natively, else fp16; else onnx."),
+        [("auto", "onnx for queries. For documents and pairs on the CPU: the fastest of onnx, openvino and bf16 "
+                  "(those installed; bf16 where the CPU computes it natively) as the machine timed them once "
+                  "(`biorank machine`), onnx unless another is clearly faster; on a GPU, bf16 where it computes "
+                  "bf16 natively, else fp16."),
          ("fp32, bf16, fp16", "torch (pip install 'biorank[train]'), on the CPU or a GPU; fp16 on a GPU only."),
          ("onnx, int8", "ONNX Runtime on the CPU, fp32 or int8, from an export made once per model."),
          ("openvino", "OpenVINO on the CPU, from the same fp32 graph, bf16 where the CPU computes it natively "
@@ -148,7 +149,7 @@ def _training() -> list[Block]:
         "unseen part are validated after every epoch, which chooses the epoch kept. Interrupted? Run the same "
         "command again: it continues from its last checkpoint.",
         [("--supervision FOLDER", "train on every source at once, gathered by `biorank gather-supervision`"),
-         ("--groups-per-step 8", "with --trim-groups: a GPU's setting; keep 1 on a CPU (8 need over 20 GB there)"),
+         ("--groups-per-step 8", "with --trim-groups: a GPU's setting; keep 1 on a CPU (8 need far more memory)"),
          ("--prepare-only FILE", "gather the training material here, then train with --prepared FILE on a "
                                  "machine that cannot reach the cluster")],
         "The shipped model's recipe: --supervision ... --base-model bge-small-en-v1.5 --share nfcorpus=0.25 "

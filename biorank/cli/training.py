@@ -89,9 +89,10 @@ def train_reranker(settings: ConnectionSettings, queries_path: str | None, qrels
 
     \b
     Examples (BEIR's SciFact; the second on every source `biorank gather-supervision` gathered):
-      biorank train-reranker --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact \\
-          --out models/reranker-scifact
-      biorank train-reranker --supervision supervision --queries scifact/queries.jsonl ... --out models/reranker-all
+      biorank train-reranker --queries data/scifact/queries_train.jsonl --qrels data/scifact/qrels/train.tsv \\
+          --index scifact --out models/reranker-scifact
+      biorank train-reranker --supervision supervision --queries data/scifact/queries_train.jsonl ... \\
+          --out models/reranker-all
     """
     from biorank.training.reranker import RerankerTraining
 
@@ -248,9 +249,10 @@ def train_encoder(settings: ConnectionSettings, queries_path: str, qrels_path: s
 
     \b
     Examples (BEIR's SciFact; the second on every source `biorank gather-supervision` gathered):
-      biorank train-encoder --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact \\
-          --out models/encoder-scifact
-      biorank train-encoder --supervision supervision --queries scifact/queries.jsonl ... --out models/encoder-all
+      biorank train-encoder --queries data/scifact/queries_train.jsonl --qrels data/scifact/qrels/train.tsv \\
+          --index scifact --out models/encoder-scifact
+      biorank train-encoder --supervision supervision --queries data/scifact/queries_train.jsonl ... \\
+          --out models/encoder-all
     """
     from biorank.evaluation.topics import read_qrels, read_queries
     from biorank.models.extras import require_torch

@@ -94,7 +94,8 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
 
     \b
     Example (BEIR's SciFact, the dev split eval and tune-lambda use):
-      biorank tune-rerank --queries scifact/queries.jsonl --qrels scifact/qrels/train.tsv --index scifact
+      biorank tune-rerank --queries data/scifact/queries_train.jsonl --qrels data/scifact/qrels/train.tsv \\
+          --index scifact
       biorank tune-rerank ... --reranker biorank-reranker,models/reranker-minilm
     """
     from biorank.evaluation.measures import parse_measure
@@ -210,11 +211,14 @@ def tune_snippets(settings: ConnectionSettings, queries_path: str, snippet_gold:
 
     \b
     Example (SciFact train evidence, the dev split of eval and tune-lambda with BEIR's qrels):
-      biorank tune-snippets --queries claims_train.jsonl --snippet-gold claims_train.jsonl \\
-          --qrels qrels/train.tsv --index scifact --perspectives similarity,lexical,document
+      biorank tune-snippets --queries data/scifact/claims_train.jsonl --snippet-gold data/scifact/claims_train.jsonl \\
+          --qrels data/scifact/qrels/train.tsv --index scifact --perspectives similarity,lexical,document
     """
+    from biorank.models.extras import require
     from biorank.stages.snippets import SnippetError
     from biorank.tuning.snippet_weights import METRIC, SnippetTuning, plot_tuning, tune_snippet_weights
+
+    require("optuna", "tune", "biorank tune-snippets")  # before the cluster and the models are asked
 
     try:
         tuning = SnippetTuning(queries=Path(queries_path), gold=snippet_gold, qrels=qrels_path, system=system,

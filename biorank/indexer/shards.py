@@ -43,6 +43,7 @@ from biorank.indexer.blocks import Block
 from biorank.indexer.indexer import EncodedDocument, ModelIdentity, content_hash, encode_records
 from biorank.indexer.manifest import KINDS, LAYOUT, MANIFEST, ShardMismatch, read_manifest
 from biorank.indexer.sentences import ABSTRACT, sentences_of
+from biorank.models.extras import require
 from biorank.types import Abstract, Advance, Sentence
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ def encode_corpus(paths: Iterable[str | Path], out: str | Path, encoder: Encoder
         >>> encode_corpus(["corpus.jsonl"], "vectors/", Encoder()).indexed  # doctest: +SKIP
         5183
     """
+    require("pyarrow", "vectors", "writing vector shards (biorank encode)")
     started = time.monotonic()
     options = options or IndexOptions()
     paths, out = [Path(p) for p in paths], Path(out)
@@ -224,6 +226,7 @@ class ShardReader:
     """
 
     def __init__(self, folder: str | Path) -> None:
+        require("pyarrow", "vectors", "reading vector shards (index --vectors)")
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
         if not self.manifest["complete"]:

@@ -26,11 +26,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biorank.errors import BiorankError
-from biorank.models.extras import quiet_loading, require_torch
-from biorank.models.names import model_identity, resolve_model
+from biorank.models.calibration import measured
+from biorank.models.names import model_identity
+from biorank.models.pairs import CrossEncoderError, load_cross_encoder, torch_scores
 from biorank.models.placement import GPU_PAIR_TOKENS, Placement, Precision
-from biorank.models.runtime import PAIR_TRUNCATION, OnnxModel, cached
+from biorank.models.runtime import OnnxModel, cached
 from biorank.models.shipped import SHIPPED_FOLDER, SHIPPED_RERANKER
 from biorank.models.shipped import WEIGHTS as SHIPPED_WEIGHTS
 
@@ -44,10 +44,6 @@ LENGTHS = (8, 512)
 DEFAULT_BATCH_SIZE = 10
 
 
-class CrossEncoderError(BiorankError):
-    """The cross-encoder cannot be found or loaded, or does not score pairs."""
-
-
 class CrossEncoder:
     """A cross-encoder over (query, text) pairs: a local folder (our trained model) or a hub name.
 
@@ -58,7 +54,7 @@ class CrossEncoder:
                  batch_size: int = DEFAULT_BATCH_SIZE, device: str | None = None) -> None:
         if batch_size < 1 or max_length < LENGTHS[0]:
             raise ValueError(f"batch_size must be at least 1 and max_length at least {LENGTHS[0]}")
-        placement = Placement.choose(precision, device, "documents")
+        placement = Placement.choose(precision, device, "pairs", measured=measured(precision, device, "pairs"))
         self._name = str(model)
         self._onnx: OnnxModel | None = None
         if placement.graph:
@@ -163,24 +159,8 @@ class CrossEncoder:
             if not pairs:
                 return np.empty(0, dtype=np.float32)
             return self._onnx.score_pairs(pairs, batch_size=self.batch_size, max_length=self.max_length)
-        import torch
-
-        scores = np.empty(len(pairs), dtype=np.float32)
-        rows = self.rows
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self._placement.precision)
-        for start in range(0, len(pairs), rows):
-            chunk = list(pairs[start : start + rows])
-            # Filler rows keep every batch the same shape, so a pair's score never depends on its batch.
-            filled = chunk + [("", "")] * (rows - len(chunk))
-            inputs = self._tokenizer(
-                [q for q, _ in filled], [t for _, t in filled], truncation=PAIR_TRUNCATION,
-                max_length=self.max_length, padding="max_length", return_tensors="pt",
-            ).to(self._device)
-            with torch.inference_mode(), torch.autocast(device_type=torch.device(self._device).type,
-                                                        dtype=dtype or torch.bfloat16, enabled=dtype is not None):
-                logits = self._model(**inputs).logits[:, 0]
-            scores[start : start + len(chunk)] = logits[: len(chunk)].float().cpu().numpy()
-        return scores
+        return torch_scores(self._model, self._tokenizer, pairs, rows=self.rows, max_length=self.max_length,
+                            device=self._device, precision=self._placement.precision)
 
 
 def bert_checkpoint(name: str) -> tuple[Path, Path] | None:
@@ -198,24 +178,3 @@ def bert_checkpoint(name: str) -> tuple[Path, Path] | None:
     except (OSError, ValueError):
         return None
     return (files[0], folder) if bert else None
-
-
-def load_cross_encoder(name: str, *, fresh_head: bool = False) -> tuple[Any, Any]:
-    """(model, tokenizer) of a sequence-classification checkpoint: a local folder or a hub name.
-
-    ``fresh_head`` gives it a new one-output head, for a checkpoint that has none (a sentence encoder about
-    to be trained as a cross-encoder).
-    """
-    require_torch("a cross-encoder in torch (fp32, bf16, training)")
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    source = resolve_model(name)
-    local = Path(source).is_dir()
-    head = {"num_labels": 1} if fresh_head else {}
-    try:
-        with quiet_loading(fresh_head=fresh_head):
-            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local)
-            model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=local, **head)
-    except OSError as error:
-        raise CrossEncoderError(f"cannot load the cross-encoder {name!r}: {error}") from None
-    return model, tokenizer

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.models.calibration import measured
 from biorank.models.catalogue import MAVEN_MODELS, materialise
 from biorank.models.extras import installed, quiet_loading, require_torch
 from biorank.models.names import PACKAGED_MODEL, model_identity, model_prefixes, resolve_model
@@ -78,9 +79,9 @@ class Encoder:
     ) -> None:
         if (batch_size is not None and batch_size < 1) or (batch_tokens is not None and batch_tokens < 1):
             raise ValueError(f"batch_size and batch_tokens must be at least 1, not {batch_size} and {batch_tokens}")
-        # A model that comes as an ONNX graph runs from it on the CPU, not from torch weights converted for
-        # training; on a GPU it runs in torch from those weights (the graph's placements are the CPU's).
-        self._placement = Placement.choose(precision, device, stage, from_graph=model in MAVEN_MODELS)
+        # A model that comes as an ONNX graph runs in torch from weights converted once where a GPU or this CPU's
+        # timing (bf16) says so; the graph's own placements are the CPU's.
+        self._placement = Placement.choose(precision, device, stage, measured=measured(precision, device, stage))
         self._name = model
         self._own_prefixes = model_prefixes(model)
         self._prefixes = self._own_prefixes if prefixes is None else prefixes

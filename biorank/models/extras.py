@@ -5,7 +5,9 @@ reranking and snippets with the shipped cross-encoder run there, never importing
 transformers and sentence-transformers come with the ``train`` extra, for what only they can do: training,
 a GPU, bf16 on a CPU that computes it natively, and models that have no ONNX graph yet (a hub checkpoint,
 a model that is not BERT). Each place that needs them asks :func:`require_torch` first, so a light install
-answers with one line instead of a traceback.
+answers with one line instead of a traceback. The same goes for the smaller extras of single commands
+(:func:`require`): ``vectors`` (pyarrow, for ``encode`` and ``index --vectors``) and ``tune`` (optuna, for
+``tune-snippets``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,19 @@ from collections.abc import Iterator
 
 from biorank.errors import BiorankError
 
-__all__ = ["TRAIN_EXTRA", "TorchUnavailable", "installed", "quiet_loading", "require_torch"]
+__all__ = ["TRAIN_EXTRA", "ExtraUnavailable", "TorchUnavailable", "installed", "quiet_loading", "require",
+           "require_torch"]
 
 TRAIN_EXTRA = "pip install 'biorank[train]'"
 """The command that adds torch, transformers and sentence-transformers to an install."""
 TORCH_MODULES = ("torch", "transformers", "sentence_transformers")
 
 
-class TorchUnavailable(BiorankError):
+class ExtraUnavailable(BiorankError):
+    """Something needs a package of an extra (``biorank[vectors]``, ``biorank[tune]``, ...) this install left out."""
+
+
+class TorchUnavailable(ExtraUnavailable):
     """Something needs torch (training, a GPU, a model without an ONNX graph) and this install has none."""
 
 
@@ -59,6 +66,22 @@ def require_torch(purpose: str) -> None:
     missing = [module for module in TORCH_MODULES if not installed(module)]
     if missing:
         raise TorchUnavailable(f"{purpose} needs {', '.join(missing)}, which this install leaves out: {TRAIN_EXTRA}")
+
+
+def require(module: str, extra: str, purpose: str) -> None:
+    """Raise :class:`ExtraUnavailable` in one line, with the pip command, unless ``module`` is installed.
+
+    Args:
+        module: the top-level module needed.
+        extra: the extra of biorank that brings it.
+        purpose: what needs it, as the start of the message ("biorank encode").
+
+    Example:
+        >>> require("json", "vectors", "biorank encode")
+    """
+    if not installed(module):
+        raise ExtraUnavailable(f"{purpose} needs {module}, which this install leaves out: "
+                               f"pip install 'biorank[{extra}]'")
 
 
 @contextlib.contextmanager

@@ -5,15 +5,15 @@ A model runs in torch (fp32, bf16, and fp16 on a GPU), or from its exported grap
 :mod:`.runtime`). ``--precision`` names a placement: ``fp32``, ``bf16`` and ``fp16`` are torch's, ``onnx`` is
 ONNX Runtime at fp32, ``int8`` ONNX Runtime with int8 weights, ``openvino`` OpenVINO. :meth:`Placement.choose`
 is the only code that reads "auto", of the precision and of the device alike; the encoder, the cross-encoder and
-training run where it says. "auto" picks per stage and machine from what was measured
-(docs/concepts/precision.md; docs/measurements/speed.md, "Precision"):
+training run where it says. What "auto" means:
 
 - Queries: ONNX Runtime fp32 unless a GPU is named outright (a query is encoded in milliseconds; torch's import
   takes seconds).
-- Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively: bf16 in torch where torch is
-  installed, else OpenVINO where that is; ONNX Runtime fp32 elsewhere on the CPU. On a GPU, torch: bf16 where the
-  GPU computes it natively, else fp16. Never int8 (its vectors miss the cosine the index's vectors must keep
-  with fp32's).
+- Documents and the cross-encoder's pairs on the CPU: the fastest of the backends installed here that keep the
+  numbers close to fp32 (:func:`cpu_candidates`), as this machine timed them once (:mod:`.calibration`: a CPU's
+  flags do not tell which is fastest); ONNX Runtime fp32 unless another took at most :data:`FASTER_BY` of its
+  time. On a GPU, torch: bf16 where the GPU computes it natively, else fp16. Never int8 (its vectors miss the
+  cosine the index's vectors must keep with fp32's).
 - Training, and a model already in torch: bf16 where the device computes it natively, else fp32.
 
 The device is ``auto``, ``cpu``, ``cuda`` or ``cuda:N``. ``auto`` takes a GPU where torch is installed and sees
@@ -32,7 +32,7 @@ rows.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -55,7 +55,9 @@ __all__ = [
     "TextKind",
     "check_device",
     "check_precision",
+    "cpu_candidates",
     "cpu_flags",
+    "fastest",
     "has_gpu",
     "length_batches",
     "native_bf16",
@@ -67,8 +69,12 @@ PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "onnx", "int8", "op
 """The names of placements ``--precision`` takes besides "auto"."""
 DEFAULT_PRECISION: Precision = "auto"
 Backend = Literal["torch", "onnx", "openvino"]
-TextKind = Literal["documents", "queries"]
-"""What a model mostly reads, which "auto" decides by (not a pipeline's stage)."""
+TextKind = Literal["documents", "queries", "pairs"]
+"""What a model mostly reads, which "auto" decides by (not a pipeline's stage): an encoder's documents or queries,
+a cross-encoder's pairs."""
+FASTER_BY = 0.9
+"""On the CPU "auto" leaves ONNX Runtime fp32 (the reference numbers) only for a backend timed at most this share
+of its time: a closer call is within the noise of a few seconds' timing."""
 GRAPHS: dict[str, tuple[Backend, str]] = {"onnx": ("onnx", "fp32"), "int8": ("onnx", "int8"),
                                           "openvino": ("openvino", "fp32")}
 """The names that run an exported graph on the CPU, with its backend and precision: ONNX Runtime at fp32 (the same
@@ -251,45 +257,76 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-def _auto(stage: TextKind, device: str | None) -> str:
-    """What "auto" means for a stage on this machine (why: this module's docstring).
+def cpu_candidates(stage: TextKind) -> tuple[Precision, ...]:
+    """The placements "auto" may take on the CPU for ``stage``, of those installed here.
 
-    Queries: ONNX Runtime fp32 unless a GPU is named outright (a query is encoded in milliseconds; torch's import
-    takes seconds). Documents (and the cross-encoder's pairs), where the CPU computes bf16 natively: bf16 in torch
-    where torch is installed, else OpenVINO where that is; ONNX Runtime fp32 elsewhere on the CPU. On a GPU, torch:
-    bf16 where the GPU computes it natively, else fp16. Never int8.
+    ONNX Runtime fp32 always; OpenVINO where it is installed (for pairs only where torch is not: torch pads every
+    batch of pairs to one shape, so a pair's score never moves with its batch neighbours, as OpenVINO's
+    length-sorted batches let it); torch bf16 where torch is installed and the CPU computes bf16 natively. Never
+    int8 (vectors that miss fp32's cosine) nor torch fp32 (ONNX Runtime's numbers, more slowly). Queries: ONNX
+    Runtime only.
+
+    Args:
+        stage: what the model will mostly read.
+
+    Returns:
+        Placement names, ``onnx`` first.
+
+    Example:
+        >>> cpu_candidates("queries")
+        ('onnx',)
+    """
+    if stage == "queries":
+        return ("onnx",)
+    torch_here = all(installed(module) for module in ("torch", "transformers", "sentence_transformers"))
+    names: list[Precision] = ["onnx"]
+    if installed("openvino") and (stage == "documents" or not torch_here):
+        names.append("openvino")
+    if torch_here and cpu_flags() & {"avx512_bf16", "amx_bf16"}:
+        names.append("bf16")
+    return tuple(names)
+
+
+def fastest(candidates: Sequence[Precision], measured: Mapping[str, float]) -> Precision:
+    """The candidate that took least time, unless ONNX Runtime fp32 took at most 1/:data:`FASTER_BY` as long.
+
+    Example:
+        >>> fastest(("onnx", "bf16"), {"onnx": 1000.0, "bf16": 950.0})
+        'onnx'
+        >>> fastest(("onnx", "bf16"), {"onnx": 1000.0, "bf16": 500.0})
+        'bf16'
+    """
+    timed = [name for name in candidates if name in measured]
+    if not timed:
+        return "onnx"
+    best = min(timed, key=measured.__getitem__)
+    if "onnx" in measured and measured[best] > FASTER_BY * measured["onnx"]:
+        return "onnx"
+    return best
+
+
+def _auto(stage: TextKind, device: str | None, measured: Mapping[str, float] | None) -> str:
+    """What "auto" means for a stage on this machine (why: this module's docstring).
 
     Args:
         stage: what the model will mostly read.
         device: the device asked for: ``auto`` or None (a GPU where torch sees one, else the CPU), ``cpu``,
             ``cuda`` or ``cuda:N``.
+        measured: this machine's milliseconds per placement on the CPU (:mod:`.calibration`); None where it was
+            not timed (ONNX Runtime fp32 then).
 
     Returns:
         One of ``onnx``, ``openvino``, ``bf16``, ``fp16`` or ``fp32``.
     """
     asked = device or "auto"
-    if stage == "queries" and asked in ("auto", "cpu") and installed("onnxruntime"):
+    if stage == "queries" and asked in ("auto", "cpu"):
         return "onnx"
     target = resolve_device(asked)
     if target != "cpu":
         import torch
 
         return "bf16" if native_bf16(torch, torch.device(target)) else "fp16"
-    no_bf16 = not cpu_flags() & {"avx512_bf16", "amx_bf16"}
-    if not no_bf16 and installed("openvino") and not installed("torch"):
-        # OpenVINO infers in bf16 by itself on such CPUs, faster than torch's bf16 (docs/concepts/precision.md).
-        # Where torch is installed it keeps the choice: its cross-encoder pads every batch to one shape, so a
-        # pair's bf16 score never moves with its batch neighbours, as OpenVINO's length-sorted batches let it.
-        return "openvino"
-    if installed("onnxruntime") and (no_bf16 or not installed("torch")):
-        # Without torch (the light install) bf16 is out of reach: ONNX Runtime fp32 is the CPU's backend.
-        return "onnx"
-    if no_bf16:
-        return "fp32"
-    require_torch("bf16 on this CPU")
-    import torch
-
-    return "bf16" if native_bf16(torch, torch.device("cpu")) else "fp32"
+    return fastest(cpu_candidates(stage), measured) if measured else "onnx"
 
 
 @dataclass(frozen=True)
@@ -323,15 +360,15 @@ class Placement:
 
     @classmethod
     def choose(cls, asked: str = DEFAULT_PRECISION, device: str | None = "auto", stage: TextKind = "documents", *,
-               from_graph: bool = False, in_torch: bool = False) -> Placement:
+               measured: Mapping[str, float] | None = None, in_torch: bool = False) -> Placement:
         """The placement of a model: ``asked`` (a name of :data:`PRECISIONS`, or "auto") on ``device``.
 
         Args:
             asked: what the user asked for; "auto" picks by ``stage`` and the machine (this module's docstring).
             device: ``auto`` (or None), ``cpu``, ``cuda`` or ``cuda:N``.
             stage: what the model will mostly read.
-            from_graph: the model comes as an ONNX graph (the catalogue's): on the CPU "auto" runs it from the
-                graph, not from torch weights converted for training.
+            measured: this machine's milliseconds per placement for ``stage`` on the CPU
+                (:func:`biorank.models.calibration.measured`), which "auto" takes the fastest of.
             in_torch: the model must run in torch (training, a model in memory): "auto" is bf16 where the device
                 computes it natively, else fp32.
 
@@ -352,11 +389,7 @@ class Placement:
                 asked = "bf16" if native_bf16(torch, torch.device(target)) else "fp32"
             return cls("torch", asked, target)
         check_precision(asked, device)
-        name = asked
-        if asked == "auto":
-            name = _auto(stage, device)
-            if from_graph and name not in GRAPHS and resolve_device(device) == "cpu":
-                name = "onnx"
+        name = _auto(stage, device, measured) if asked == "auto" else asked
         if name in GRAPHS:
             return cls(*GRAPHS[name], "cpu")
         return cls("torch", name, resolve_device(device))

@@ -145,7 +145,7 @@ class SnippetWeights:
 
 UNTUNED_WEIGHTS = SnippetWeights(sentence=(0.0, 0.496, 0.304, 0.0, 0.989), document=(0.575, 0.818, 0.005, 0.408))
 """What an index without weights of its own scores with: those ``tune-snippets`` found on SciFact's dev split
-(``--perspectives similarity,lexical,document``), not equal weights over all four. On BioASQ questions that
+(``--perspectives similarity,lexical,document``), not equal weights over all five. On BioASQ questions that
 neither they nor the shipped cross-encoder saw they rank snippets better than equal weights, and they leave the
 relevance perspective out, which spares the cross-encoder over the top documents' sentences: most of a snippet
 query's time (``benchmarks/records/snippet_defaults.json``; docs/measurements/snippets.md, "An index never

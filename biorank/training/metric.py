@@ -191,7 +191,7 @@ def train_snippet_scorer(supervision: Supervision, encoder_graph: Path, out: Pat
 
     Example:
         >>> graph = materialise(MAVEN_MODELS["bge-small-en-v1.5"]) / "model.onnx"  # doctest: +SKIP
-        >>> train_snippet_scorer(gather("../shared/data"), graph, Path("scorer"))  # doctest: +SKIP
+        >>> train_snippet_scorer(gather("data"), graph, Path("scorer"))  # doctest: +SKIP
     """
     require_torch("training the sentence scorer")
     import numpy as np

@@ -177,7 +177,7 @@ def later_year(folder: str | Path, later: str = "9B") -> tuple[list[str], int]:
         (the ids of those questions sorted, the year's questions).
 
     Example:
-        >>> unseen, total = later_year("../shared/data/bioasq")  # doctest: +SKIP
+        >>> unseen, total = later_year("data/bioasq")  # doctest: +SKIP
     """
     folder = Path(folder)
     years: dict[str, dict[str, set[str]]] = {}

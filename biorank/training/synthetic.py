@@ -184,7 +184,7 @@ def corpus_documents(path: str | Path, *, format: str = "auto",
         abstract split by biorank's splitter; rejected records are skipped.
 
     Example:
-        >>> docs = list(corpus_documents("../shared/data/scifact/corpus.jsonl"))  # doctest: +SKIP
+        >>> docs = list(corpus_documents("data/scifact/corpus.jsonl"))  # doctest: +SKIP
         >>> pairs = list(make_pairs(docs, generators(["ict", "title"])))  # doctest: +SKIP
     """
     excluded = set(exclude)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from biorank.config import SEED
 from biorank.evaluation.report import pyplot
+from biorank.models.extras import require
 from biorank.stages.snippets import (
     DOCUMENT_PARTS,
     SNIPPETS_PER_QUERY,
@@ -123,6 +124,7 @@ def tune_weights(tuning: TuningSet, *, rounds: int = 5, trials: int = 60, seed: 
     Sentence perspectives not in ``perspectives`` stay at weight 0, so the scores never need them: without
     relevance, the snippet stage runs no cross-encoder.
     """
+    require("optuna", "tune", "tuning the snippet weights")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
