@@ -53,13 +53,18 @@ class Artifact:
         return f"{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.filename}"
 
 
-def sha256_of(path: Path) -> str:
-    """The SHA-256 of the file at ``path``, in hex, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """The ``algorithm`` digest (a :mod:`hashlib` name) of the file at ``path``, in hex, read in 1 MiB chunks."""
+    digest = hashlib.new(algorithm, usedforsecurity=algorithm != "md5")
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, in hex."""
+    return file_digest(path)
 
 
 def is_verified(path: Path, artifact: Artifact) -> bool:

@@ -7,7 +7,6 @@ and quotes nothing a server sent but its status code.
 from __future__ import annotations
 
 import errno
-import hashlib
 import http.client
 import re
 import urllib.error
@@ -16,7 +15,7 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from biorank.downloads import sha256_of
+from biorank.downloads import file_digest, sha256_of
 from biorank.errors import DatasetError
 from biorank.types import StageProgress
 
@@ -90,11 +89,7 @@ def md5_of(path: Path) -> str:
         >>> md5_of(Path("data/pubmed/updatefiles/pubmed25n1275.xml.gz"))  # doctest: +SKIP
         '0f343b0931126a20f133d67c2b018a3b'
     """
-    digest = hashlib.md5(usedforsecurity=False)
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_digest(path, "md5")
 
 
 def matches(path: Path, *, sha256: str | None = None, md5: str | None = None, size: int | None = None) -> bool:

@@ -14,7 +14,6 @@ of them. ``biorank machine`` shows them, ``biorank machine --recalibrate`` times
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import json
@@ -29,7 +28,15 @@ from pathlib import Path
 from biorank.config import default_cache
 from biorank.models.export import export_bert_checkpoint
 from biorank.models.pairs import load_cross_encoder, torch_scores
-from biorank.models.placement import GRAPHS, PRECISIONS, TextKind, cpu_candidates, cpu_flags, resolve_device
+from biorank.models.placement import (
+    GRAPHS,
+    PRECISIONS,
+    TextKind,
+    cpu_candidates,
+    cpu_flags,
+    cpu_model,
+    resolve_device,
+)
 from biorank.models.runtime import OnnxModel, cached, physical_cores
 from biorank.models.shipped import SHIPPED_FOLDER, SHIPPED_RERANKER, WEIGHTS, shipped_identity
 
@@ -65,10 +72,6 @@ class Calibration:
 
 def machine() -> dict:
     """What the times depend on: the CPU's model, cores and vector flags, and the backends' versions."""
-    model = ""
-    with contextlib.suppress(OSError):
-        model = next((line.partition(":")[2].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
     flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"})
     versions = {}
     for package in VERSIONED:
@@ -77,7 +80,7 @@ def machine() -> dict:
         except metadata.PackageNotFoundError:
             continue
     # The candidates too: a process without torch (or without OpenVINO) keeps times of its own.
-    return {"cpu": model, "cores": physical_cores(), "flags": flags, "versions": versions,
+    return {"cpu": cpu_model(), "cores": physical_cores(), "flags": flags, "versions": versions,
             "candidates": _candidates()}
 
 

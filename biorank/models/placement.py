@@ -57,6 +57,7 @@ __all__ = [
     "check_precision",
     "cpu_candidates",
     "cpu_flags",
+    "cpu_model",
     "fastest",
     "has_gpu",
     "length_batches",
@@ -246,15 +247,25 @@ def native_bf16(torch: Any, device: Any) -> bool:
     return False
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags as Linux lists them (empty elsewhere): read without importing torch."""
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` line of Linux's /proc/cpuinfo (empty elsewhere): read without importing torch."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.partition(":")[2].split())
+            if line.startswith(field):
+                return line.partition(":")[2].strip()
     except OSError:
         pass
-    return set()
+    return ""
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux lists them (empty elsewhere)."""
+    return set(_cpuinfo("flags").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name as Linux gives it (empty elsewhere)."""
+    return _cpuinfo("model name")
 
 
 def cpu_candidates(stage: TextKind) -> tuple[Precision, ...]:
