@@ -8,9 +8,10 @@ before any query, so no query's time includes a load), every stage has the same 
 over a batch of :class:`~biorank.types.Answer`), and one clock times them: each stage over a batch, its time
 shared equally among the batch's queries.
 
-System names are a small grammar: a first stage (:data:`BASE_SYSTEMS`), then ``+rerank``, then ``+snippets``
+System names are a small grammar: a first stage (:data:`BASE_SYSTEMS`), then its feedback (``+rm3``,
+``+rocchio`` or ``+rm3+rocchio``: :mod:`biorank.retrieval.feedback`), then ``+rerank``, then ``+snippets``
 with an optional weights variant (``-equal``, ``-relevance``, ``-similarity``, ``-lexical``, ``-metric``,
-``-document``), then ``+rescore``: ``hybrid+rerank+snippets-lexical+rescore``.
+``-document``), then ``+rescore``: ``hybrid+rm3+rerank+snippets-lexical+rescore``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from biorank.errors import BiorankError
 from biorank.models.cross_encoder import LENGTHS
+from biorank.retrieval.feedback import NAMES, Feedback
 from biorank.retrieval.searcher import SearchSettings
 from biorank.stages.diversity import CANDIDATES, Reorder, check_reorder
 from biorank.stages.facets import FACET_CANDIDATES, FacetCounter, check_candidates, parse_facets
@@ -162,11 +164,16 @@ class PipelineSettings:
                 raise PipelineError(f"unknown system {name!r}: +snippets takes "
                                   f"{', '.join('-' + v for v in WEIGHT_VARIANTS[1:])} (or nothing, the tuned "
                                   f"weights) and then {RESCORE}")
-        base = stages.removesuffix(RERANK)
-        if base not in BASE_SYSTEMS or stages not in (base, base + RERANK):
-            raise PipelineError(f"unknown system {name!r}; known: {', '.join(system_names())}, and +snippets with "
-                              f"-equal or one perspective and {RESCORE}")
+        first = stages.removesuffix(RERANK)
+        base, _, feedback = first.partition("+")
+        if base not in BASE_SYSTEMS or stages not in (first, first + RERANK) or (first != base
+                                                                             and feedback not in NAMES[1:]):
+            raise PipelineError(f"unknown system {name!r}; known: {', '.join(system_names())}, +rm3, +rocchio or "
+                                f"+rm3+rocchio after the first stage, and +snippets with -equal or one perspective "
+                                f"and {RESCORE}")
         search = replace(changes.pop("search", SearchSettings()), **BASE_SYSTEMS[base])
+        if feedback:
+            search = replace(search, feedback=Feedback.named(feedback))
         return cls(**{"search": search, "rerank": stages.endswith(RERANK), "snippets": variant, "rescore": rescore,
                       **changes})
 
@@ -174,7 +181,9 @@ class PipelineSettings:
         """The stages of system ``name`` with everything else of these settings (λ, K, reranker, depth, weight,
         length, precision, device): how ``eval`` runs several systems with one set of options."""
         system = PipelineSettings.parse(name)
-        return replace(self, search=replace(self.search, mode=system.search.mode, fields=system.search.fields),
+        feedback = system.search.feedback or self.search.feedback
+        return replace(self, search=replace(self.search, mode=system.search.mode, fields=system.search.fields,
+                                            feedback=feedback),
                        rerank=system.rerank, snippets=system.snippets, rescore=system.rescore)
 
     @property
@@ -185,6 +194,7 @@ class PipelineSettings:
         base = next((n for n, s in BASE_SYSTEMS.items() if s["mode"] == self.search.mode and s.get("fields") in fields),
                     None)
         name = base or f"{self.search.mode}({self.search.field_set})"
+        name += f"+{self.search.feedback.name}" if self.search.feedback else ""
         name += RERANK if self.rerank else ""
         if self.snippets is not None:
             name += SNIPPETS + ("" if self.snippets == "tuned" else f"-{self.snippets}")

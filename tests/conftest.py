@@ -191,6 +191,24 @@ def sample_index(
     delete_indices(opensearch, name)
 
 
+@pytest.fixture
+def sample_claims(opensearch: OpenSearch, sample_index: str, shared_data: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The SciFact train claims whose cited abstracts are all in the sample (40 at most): a small real query set
+    for ``sample_index``, as (queries.jsonl, qrels.tsv)."""
+    import json
+
+    in_sample = {h["_id"] for h in opensearch.search(index=sample_index, body={
+        "size": 1000, "query": {"term": {"block": 0}}, "_source": False})["hits"]["hits"]}
+    claims = [json.loads(line) for line in (shared_data / "scifact" / "claims_train.jsonl").open()]
+    chosen = [c for c in claims if c["cited_doc_ids"] and {str(d) for d in c["cited_doc_ids"]} <= in_sample][:40]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": str(c["id"]), "text": c["claim"]}) + "\n" for c in chosen))
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{c['id']}\t{d}\t1\n" for c in chosen for d in c["cited_doc_ids"]))
+    return queries, qrels
+
+
 @pytest.fixture(scope="session")
 def medline_index(opensearch: OpenSearch, shared_data: Path, default_encoder,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -187,19 +187,10 @@ def test_cli_query_json_and_show_query(opensearch_url: str, sample_index: str) -
 
 
 def test_cli_search_writes_a_trec_run_and_tune_lambda_stores_lambda(
-    opensearch: OpenSearch, opensearch_url: str, sample_index: str, shared_data: Path, tmp_path: Path
+    opensearch: OpenSearch, opensearch_url: str, sample_index: str, sample_claims: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    # The train claims whose cited abstracts are all in the sample: a small real query set for this index.
-    in_sample = {h["_id"] for h in opensearch.search(index=sample_index, body={
-        "size": 1000, "query": {"term": {"block": 0}}, "_source": False})["hits"]["hits"]}
-    claims = [json.loads(line) for line in (shared_data / "scifact" / "claims_train.jsonl").open()]
-    chosen = [c for c in claims if c["cited_doc_ids"] and {str(d) for d in c["cited_doc_ids"]} <= in_sample][:40]
-    queries = tmp_path / "queries.jsonl"
-    queries.write_text("".join(json.dumps({"_id": str(c["id"]), "text": c["claim"]}) + "\n" for c in chosen))
-    qrels = tmp_path / "qrels.tsv"
-    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{c['id']}\t{d}\t1\n" for c in chosen for d in c["cited_doc_ids"]))
-
+    queries, qrels = sample_claims
+    chosen = queries.read_text().splitlines()
     runner = CliRunner()
     run = tmp_path / "run.trec"
     result = runner.invoke(cli, ["--url", opensearch_url, "search", "--queries", str(queries), "--output", str(run),

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 MODE_HELP = "First stage: hybrid, bm25, dense, rrf, ... (`biorank help modes`)."
 SYSTEMS_HELP = ("Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, hybrid-approx, "
-                "rrf, minmax, os-hybrid; NAME+rerank reorders the top --rerank-depth with the cross-encoder; "
+                "rrf, minmax, os-hybrid; +rm3, +rocchio or +rm3+rocchio after one feeds its top documents back; "
+                "NAME+rerank reorders the top --rerank-depth with the cross-encoder; "
                 "NAME+snippets (or NAME+rerank+snippets) also returns snippets, scored with the weights "
                 "tune-snippets stored (else SciFact's; -equal, -relevance, -similarity, -lexical, -metric or -document "
                 "after +snippets choose others), and +rescore after that reorders the top 10 by S_doc.")
@@ -154,15 +155,17 @@ def prefix_options(command: Callable) -> Callable:
 def search_options(command: Callable) -> Callable:
     """The options of the first stage, for every command that runs one: the command gets ``index_name`` and one
     ``search`` (:class:`~biorank.retrieval.searcher.SearchSettings`, on the command's ``--device``)."""
+    from biorank.retrieval.feedback import NAMES, Feedback
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
     from biorank.retrieval.syntax import SYNTAXES
 
     @functools.wraps(command)
     def with_search(*args: Any, mode: str, lam: float | None, fields: str | None, candidates: int, exact_limit: int,
-                    precision: str, filters: Filters, syntax: str, **kwargs: Any) -> Any:
+                    precision: str, filters: Filters, syntax: str, feedback: str | None, **kwargs: Any) -> Any:
         search = SearchSettings(mode=mode, lam=lam, fields=fields, candidates=candidates, exact_limit=exact_limit,
                                 precision=precision, filters=filters, device=kwargs.get("device", "auto"),
-                                syntax=syntax)
+                                syntax=syntax,
+                                feedback=Feedback.named(feedback) if feedback else None)
         return command(*args, search=search, **kwargs)
 
     return apply(with_search, [
@@ -176,6 +179,9 @@ def search_options(command: Callable) -> Callable:
         click.option("--candidates", type=click.IntRange(1, 10_000), default=default(SearchSettings, "candidates"),
                      show_default=True, cls=Expert, topic="modes",
                      help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
+        click.option("--feedback", type=click.Choice(NAMES), default=None, cls=Expert, topic="modes",
+                     help="Feed the first pass's top documents back: RM3 terms into BM25, Rocchio into the query "
+                          "vector [default: the index's tuned, else none]."),
         click.option("--exact-limit", type=click.IntRange(0), default=default(SearchSettings, "exact_limit"),
                      show_default=True, cls=Expert, topic="modes",
                      help="hybrid scores every block of an index up to this many blocks, else the union of the "

@@ -135,6 +135,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
         click.echo(render(fmt, rows, tag=f"biorank-{search.mode}"), nl=False)
     else:
         parts = [f"λ = {pipeline.searcher.lam:g}"] if pipeline.searcher.settings.mode_class.weighs_lambda else []
+        if pipeline.searcher.feedback:
+            parts.append(f"feedback {pipeline.searcher.feedback.name}")
         if searcher.needs_encoder:
             parts.append(f"encoder {searcher.record.model}")
         if search.filters:

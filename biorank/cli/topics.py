@@ -4,6 +4,7 @@ Expert`) gathered from every command that has them."""
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Callable
 
@@ -54,9 +55,11 @@ _MODES = {
 def _modes() -> list[Block]:
     from biorank.config import DEFAULT_LAMBDA
     from biorank.models.catalogue import MAVEN_MODELS
+    from biorank.retrieval.feedback import Feedback
     from biorank.retrieval.searcher import MODES, SearchSettings
 
     default_mode = options.default(SearchSettings, "mode")
+    feedback = functools.partial(options.default, Feedback)
     union = options.default(SearchSettings, "union_candidates")
     encoders = ", ".join(f"{m.name} {m.default_lambda:g}" for m in MAVEN_MODELS.values() if m.default_lambda)
     return [
@@ -66,6 +69,10 @@ def _modes() -> list[Block]:
         "λ weighs BM25 against the vectors. Without --lambda a search uses its index's λ: the one `biorank "
         f"tune-lambda` stored, else the default of the index's encoder ({encoders}), else {DEFAULT_LAMBDA:g}. "
         "`biorank query` shows the λ it used in its table's title.",
+        f"--feedback rm3 adds terms of the first pass's top {feedback('docs')} documents to BM25 (RM3, as Anserini "
+        f"defines it); rocchio moves the query vector towards the top {feedback('rocchio_docs')} blocks' vectors; "
+        "rm3+rocchio does both. The search then runs twice. In eval's --systems the same is a suffix: hybrid+rm3, "
+        "hybrid+rm3+rocchio+rerank.",
     ]
 
 
@@ -166,7 +173,7 @@ def _encoder() -> list[Block]:
 
 TOPICS: dict[str, tuple[str, Callable[[], list[Block]]]] = {
     "precision": ("backends and devices: --precision, --rerank-precision, --device", _precision),
-    "modes": ("the first stage: --mode, λ, --fields, --candidates, --exact-limit", _modes),
+    "modes": ("the first stage: --mode, λ, --feedback, --fields, --candidates, --exact-limit", _modes),
     "syntax": ("PubMed query syntax: AND/OR/NOT, \"phrases\", term*, [tags], date ranges", _syntax),
     "rerank": ("the cross-encoder: --reranker, --rerank-depth, --rerank-length, --rerank-weight", _rerank),
     "snippets": ("snippet scores, tune-snippets' options, --sentence-vectors", _snippets),

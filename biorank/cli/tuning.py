@@ -24,39 +24,93 @@ SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all o
               help="BEIR qrels TSV or TREC qrels.")
 @options.index_option()
 @click.option("--metric", default="ndcg@10", show_default=True, help="ndcg@10, map@10, recall@100, ...")
-@click.option("--split", type=click.Choice(["dev", "all"]), default="dev", show_default=True, help=SPLIT_HELP)
+@click.option("--split", type=click.Choice(["dev", "all", "dev-unseen", "unseen"]), default="dev", show_default=True,
+              help="The fixed 20% dev split, all judged queries, the dev queries sharing no relevant document with "
+                   "the others (dev-unseen), or those sharing none with --seen (unseen).")
+@click.option("--seen", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), cls=Expert,
+              topic="modes", help="Judgements of queries trained on elsewhere, for --split unseen; repeatable.")
 @click.option("--grid", default=",".join(map(str, LAMBDA_GRID)), show_default=True,
               help="λ values to try, comma-separated.")
+@click.option("--feedback-grid", default="none", show_default=True, cls=Expert, topic="modes",
+              help="Feedback to try with every λ, comma-separated: none, rm3, rocchio, rm3+rocchio.")
+@click.option("--holdout/--no-holdout", default=True, show_default=True,
+              help="Choose on half the queries (by a hash of each id) and report the choice on the other half.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("lambda.png"),
               show_default=True, help="PNG of the metric against λ.")
-@click.option("--no-store", is_flag=True, help="Do not store the best λ with the index.")
+@click.option("--no-store", is_flag=True, help="Do not store the best λ (and feedback) with the index.")
 @options.device_option
 @click.pass_obj
 def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, metric: str,
-                split: str, grid: str, plot: Path, no_store: bool, device: str) -> None:
-    """Grid-search the hybrid's λ on a development set (Ma et al.) and store the best with the index."""
+                split: str, seen: tuple[Path, ...], grid: str, feedback_grid: str, holdout: bool, plot: Path,
+                no_store: bool, device: str) -> None:
+    """Grid-search the hybrid's λ (and, with --feedback-grid, its feedback) on a development set and store the best
+    with the index.
+
+    \b
+    Example (on the dev queries no other query shares a document with; the choice reported on a held-out half):
+      biorank tune-lambda --queries data/scifact/queries_train.jsonl --qrels data/scifact/qrels/train.tsv \\
+          --index scifact --split dev-unseen --feedback-grid none,rm3,rocchio,rm3+rocchio
+    """
     from biorank.evaluation.measures import parse_measure
-    from biorank.store.record import store_lambda
-    from biorank.tuning.grid import best_setting, plot_grid
-    from biorank.tuning.lambda_grid import tune_lambda_grid
+    from biorank.evaluation.splits import halves
+    from biorank.retrieval.feedback import Feedback, FeedbackError
+    from biorank.store.record import store_feedback, store_lambda
+    from biorank.tuning.grid import plot_grid
+    from biorank.tuning.lambda_grid import best_first_stage, held_out, tune_lambda_grid
 
     parse_measure(metric)
     lambdas = _grid(grid, upper=float("inf"))
-    queries, qrels = _split_queries(queries_path, qrels_path, split)
+    try:
+        feedbacks = {f.name: f for f in map(Feedback.named, options.comma_list(feedback_grid, "--feedback-grid"))}
+    except FeedbackError as e:
+        raise click.BadParameter(str(e), param_hint="--feedback-grid") from None
+    if (split == "unseen") != bool(seen):
+        raise click.UsageError("--split unseen takes the judgements trained on elsewhere as --seen, and --seen "
+                               "only that split")
+    queries, qrels = _split_queries(queries_path, qrels_path, split, seen)
+    choose, report = halves(queries) if holdout else (list(queries), [])
+    if holdout and min(len(choose), len(report)) < 2:
+        raise click.BadParameter(f"{len(queries)} queries are too few to hold half out; give more, or --no-holdout",
+                                 param_hint="--holdout")
     searcher = options.searcher(settings, index_name, mode="hybrid", device=device)
-    echo(f"tuning λ on {len(queries)} queries ({split}), {metric}, {len(lambdas)} values")
-    with record_progress("λ grid", len(lambdas) * len(queries), "queries") as advance:
-        table = tune_lambda_grid(searcher, queries, qrels, lambdas, metric, progress=advance)
-    best = best_setting(table)
-    for lam, value in table.items():
-        say(f"λ = {lam:<6g} {metric} = {value:.4f}{'  ← best' if lam == best else ''}")
-    plotted = plot_grid(table, metric, plot, title=f"{index_name}: {metric} against λ ({len(queries)} {split} "
-                        "queries)", xlabel="λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)", log_x=True)
+    current = (searcher.feedback, searcher.lam)
+    on = f"{len(choose)} queries ({split}{', one half' if holdout else ''})"
+    echo(f"tuning λ{' and feedback' if len(feedbacks) > 1 else ''} on {on}, {metric}, "
+         f"{len(lambdas) * len(feedbacks)} settings")
+    tables = {}
+    with record_progress("λ grid", len(lambdas) * len(feedbacks) * len(choose), "queries") as advance:
+        for name, feedback in feedbacks.items():
+            tables[name] = tune_lambda_grid(searcher, {q: queries[q] for q in choose}, qrels, lambdas, metric,
+                                            feedback=feedback, progress=advance)
+    best = best_first_stage(tables)
+    for name, table in tables.items():
+        for lam, value in table.items():
+            shown = f"{name:<12} " if len(tables) > 1 else ""
+            say(f"{shown}λ = {lam:<6g} {metric} = {value:.4f}{'  ← best' if (name, lam) == best else ''}")
+    feedback, lam = feedbacks[best[0]], best[1]
+    plotted = plot_grid(tables[best[0]], metric, plot, title=f"{index_name}: {metric} against λ ({on}, feedback "
+                        f"{best[0]})", xlabel="λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)", log_x=True)
     _said_plot(plotted)
+    if report:
+        result = held_out(searcher, {q: queries[q] for q in report}, qrels, metric,
+                          {"current": current, "chosen": (feedback, lam)})
+        chosen, kept = result.table["chosen"][metric], result.table["current"][metric]
+        say(f"held-out half ({len(report)} queries): chosen ({best[0]}, λ = {lam:g}) {metric} = {chosen:.4f}; the "
+            f"index's current ({current[0].name}, λ = {current[1]:g}) {kept:.4f} (p "
+            f"{result.p_values['chosen'][metric]:.2g})")
+        if chosen < kept and not no_store:
+            # A choice that loses on the queries that did not choose it fitted its half, not the collection.
+            say(f"not stored: the choice scored below the index's current setting on the held-out half, which "
+                f"{index_name} keeps (--no-holdout stores the best of all the queries)")
+            return
     if not no_store:
-        store_lambda(searcher.client, index_name, best, metric=metric, value=table[best], queries=len(queries),
-                     split=split)
-        say(f"stored λ = {best:g} with {index_name}: hybrid searches use it from now on")
+        provenance = {"metric": metric, "value": tables[best[0]][lam], "queries": len(choose), "split": split,
+                      "half": holdout}
+        store_lambda(searcher.client, index_name, lam, **provenance)
+        if len(feedbacks) > 1 or feedback:
+            store_feedback(searcher.client, index_name, {**feedback.to_record(), **provenance})
+        say(f"stored λ = {lam:g}{f' and feedback {best[0]}' if len(feedbacks) > 1 or feedback else ''} with "
+            f"{index_name}: hybrid searches use {'them' if len(feedbacks) > 1 or feedback else 'it'} from now on")
 
 
 @cli.command("tune-rerank")
@@ -142,13 +196,15 @@ def tune_rerank(settings: ConnectionSettings, queries_path: str, qrels_path: str
             say(f"stored the ensemble {reranker.cross_encoder.source} as {index_name}'s reranker")
 
 
-def _split_queries(queries_path: str, qrels_path: str, split: str) -> tuple[dict[str, str], Qrels]:
-    """The queries of the judged ``split`` and every judgement; none is a clear error, not an empty tuning."""
-    from biorank.evaluation.splits import split_judged
+def _split_queries(queries_path: str, qrels_path: str, split: str,
+                   seen: tuple[Path, ...] = ()) -> tuple[dict[str, str], Qrels]:
+    """The queries of the judged ``split`` (``seen``: judgements trained on elsewhere, for ``unseen``) and every
+    judgement; none is a clear error, not an empty tuning."""
+    from biorank.evaluation.splits import seen_documents, split_judged
     from biorank.evaluation.topics import read_qrels, read_queries
 
     qrels = read_qrels(qrels_path)
-    wanted = set(split_judged(qrels, split))
+    wanted = set(split_judged(qrels, split, seen_documents(read_qrels(path) for path in seen)))
     queries = {q: t for q, t in read_queries(queries_path).items() if q in wanted}
     if not queries:
         raise click.BadParameter(f"no query of {queries_path} is among the judged queries of the {split} split "

@@ -115,6 +115,20 @@ def split_judged(qrels: Qrels, split: Split, seen: Iterable[str] = ()) -> list[s
     return [q for q in judged if hashed_split(JUDGED, q) == wanted]
 
 
+def halves(ids: Iterable[Q]) -> tuple[list[Q], list[Q]]:
+    """``ids`` in two halves by a hash of each id (the same id always in the same half, whatever the others): one
+    to choose a setting on, one to report it on.
+
+    Example:
+        >>> choose, report = halves([str(i) for i in range(100)])
+        >>> len(choose) + len(report), set(choose) & set(report)
+        (100, set())
+    """
+    ordered = list(ids)
+    choose = [q for q in ordered if hashed_fraction("half", str(q)) < 0.5]
+    return choose, [q for q in ordered if hashed_fraction("half", str(q)) >= 0.5]
+
+
 def seen_documents(qrels: Iterable[Qrels]) -> set[str]:
     """The top-grade documents of every judged query of ``qrels`` (the judgements trained on): ``seen`` for
     :func:`split_judged`."""

@@ -60,7 +60,9 @@ class Query:
     filters: tuple[dict, ...] = ()
     """Clauses of this query's own beside the mode's: a PubMed-syntax query's tree (:mod:`biorank.retrieval.syntax`)."""
     lexical: tuple[dict, ...] = ()
-    """Clauses that add to this query's BM25 part: its title- and abstract-tagged terms."""
+    """Clauses that add to this query's BM25 part: its title- and abstract-tagged terms, RM3's feedback terms."""
+    text_weight: float = 1.0
+    """The weight of the text's own BM25 beside those clauses (RM3's original-query weight)."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,8 @@ class Mode:
         if not query.lexical:
             return text_query(self.fields, query.text, query.pieces) if query.text else MATCH_ALL
         clauses = [text_query(self.fields, query.text, query.pieces)] if query.text else []
+        if clauses and query.text_weight != 1.0:
+            clauses = [{"bool": {"should": clauses, "boost": query.text_weight}}]
         return {"bool": {"should": [*clauses, *query.lexical]}}
 
     def filters_of(self, query: Query) -> tuple[dict, ...]:

@@ -25,16 +25,26 @@ only as ``match`` text and as script ``params``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.retrieval.feedback import (
+    Feedback,
+    expansion,
+    first_pass_body,
+    relevance_model,
+    rocchio,
+    term_vectors_body,
+    terms_of,
+)
 from biorank.retrieval.filters import FilterError, Filters
 from biorank.retrieval.modes import MODE_TABLE, Lexical, Mode, Query, Request
 from biorank.retrieval.syntax import STORED, SYNTAXES, ParsedQuery, QuerySyntaxError, read
-from biorank.store.failures import lost_node, missing_shards, patiently, reason
+from biorank.retrieval.transport import as_params, query_string, refusal, request_options
+from biorank.store.failures import patiently
+from biorank.store.inspection import stored_vector
 from biorank.store.msearch import msearch
 from biorank.store.names import check_index_name
 from biorank.store.record import IndexRecord, read_record, verify_record
@@ -95,6 +105,7 @@ class SearchSettings:
     exact_limit: int = EXACT_LIMIT
     union_candidates: int = UNION_CANDIDATES
     syntax: str = "auto"
+    feedback: Feedback | None = None
 
     def takes_union(self, blocks: int) -> bool:
         """Whether ``hybrid`` over an index of ``blocks`` blocks scores the candidate union, not every block."""
@@ -113,6 +124,9 @@ class SearchSettings:
             raise QueryError("exact_limit must be at least 0")
         if self.syntax not in SYNTAXES:
             raise QueryError(f"unknown syntax {self.syntax!r}; choose one of {', '.join(SYNTAXES)}")
+        if self.feedback is not None:
+            self.feedback.check(self.mode, self.field_set, lexical=self.mode_class.lexical,
+                                vectors=self.mode_class.vectors)
 
     @property
     def mode_class(self) -> type[Mode]:
@@ -192,6 +206,17 @@ class Searcher:
         if self.settings.lam is not None:
             return self.settings.lam
         return self.record.lam
+
+    @property
+    def feedback(self) -> Feedback:
+        """The pseudo-relevance feedback that runs: the settings' own, else the index's tuned one where the mode
+        takes it, else none."""
+        if self.settings.feedback is not None:
+            return self.settings.feedback
+        stored = Feedback.from_record(self.record.feedback)
+        mode = self.settings.mode_class
+        fits = stored.fits(self.settings.mode, self.settings.field_set, lexical=mode.lexical, vectors=mode.vectors)
+        return stored if fits else Feedback()
 
     @property
     def blocks(self) -> int:
@@ -419,20 +444,63 @@ class Searcher:
         for runner, group in ((mode, [q for q in batch if q.id not in alone]),
                               (lexical, [q for q in batch if q.id in alone])):
             if group:
-                answers: dict[Hashable, dict] | None = None
-                for round_ in range(runner.rounds):
-                    requests = runner.requests(group, k, answers, explain=explain)
-                    if aggregations and round_ == runner.rounds - 1:
-                        ids = {q.id for q in group}
-                        requests = [replace(r, body={**r.body, "aggs": aggregations})
-                                    if r.key in ids and not r.alone else r for r in requests]
-                    answers = self._send(runner, requests, sent)
-                assert answers is not None
+                if runner is mode and self.feedback:
+                    group = self._fed_back(mode, group, sent)
+                extend = (lambda body: {**body, "aggs": aggregations}) if aggregations else None
+                answers = self._rounds(runner, group, k, explain, sent, extend)
                 hits |= runner.hits(group, k, answers)
                 if counted is not None:
                     counted |= {q.id: answers[q.id]["aggregations"] for q in group
                                 if "aggregations" in answers.get(q.id, {})}
         return {q: hits[q] for q in queries}
+
+    def _rounds(self, runner: Mode, group: list[Query], k: int, explain: bool, sent: list[tuple[str, dict]] | None,
+                extend: Callable[[dict], dict] | None = None) -> dict[Hashable, dict]:
+        """The answers of every round of ``runner`` for ``group``; ``extend`` changes the body of each query's own
+        request in the last round (aggregations, the feedback pass's vectors)."""
+        answers: dict[Hashable, dict] | None = None
+        for round_ in range(runner.rounds):
+            requests = runner.requests(group, k, answers, explain=explain)
+            if extend and round_ == runner.rounds - 1:
+                ids = {q.id for q in group}
+                requests = [replace(r, body=extend(r.body)) if r.key in ids and not r.alone else r
+                            for r in requests]
+            answers = self._send(runner, requests, sent)
+        assert answers is not None
+        return answers
+
+    def _fed_back(self, mode: Mode, group: list[Query], sent: list[tuple[str, dict]] | None) -> list[Query]:
+        """``group`` changed by the feedback of its first pass: RM3's terms added to the BM25 leg, the vector moved
+        by Rocchio (:mod:`biorank.retrieval.feedback`)."""
+        feedback = self.feedback
+        answers = self._rounds(mode, group, feedback.depth, False, sent, first_pass_body if feedback.rocchio else None)
+        found = mode.hits(group, feedback.depth, answers)
+        raw = {q.id: answers[q.id]["hits"]["hits"] for q in group}
+        models: dict[str, tuple[dict, dict]] = {}
+        if feedback.rm3:
+            field_name = self.settings.field_set
+            top = {q.id: raw[q.id][: feedback.docs] for q in group}
+            body = term_vectors_body(field_name, [h["_id"] for q in group for h in top[q.id]],
+                                     [q.text for q in group])
+            if sent is not None:
+                sent.append((f"GET {self.index}/_mtermvectors", body))
+            vectors = iter(patiently(lambda: self.client.mtermvectors(index=self.index, body=body))["docs"])
+            documents = {q.id: [(hit.score, *terms_of(next(vectors), field_name))
+                                for hit, _ in zip(found[q.id], top[q.id], strict=False)] for q in group}
+            for q in group:
+                model = relevance_model(documents[q.id], feedback.terms)
+                models[q.id] = (model, terms_of(next(vectors), field_name)[0])
+        changed = []
+        for q in group:
+            change: dict[str, Any] = {}
+            if q.id in models and q.text and (terms := expansion(*models[q.id], self.settings.field_set,
+                                                                 feedback.original_weight)):
+                change |= {"lexical": (*q.lexical, *terms), "text_weight": feedback.original_weight}
+            if feedback.rocchio and q.vector is not None:
+                blocks = [v for h in raw[q.id][: feedback.rocchio_docs] if (v := stored_vector(h)) is not None]
+                change["vector"] = rocchio(q.vector, blocks, feedback.rocchio_alpha, feedback.rocchio_beta)
+            changed.append(replace(q, **change))
+        return changed
 
     def _clauses(self, parsed: ParsedQuery | None,
                  sent: list[tuple[str, dict]] | None) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
@@ -477,7 +545,7 @@ class Searcher:
             options = request_options(request.text_scored)
             lines += [{"index": self.index, **options}, request.body]
             if sent is not None:
-                sent.append((f"GET {self.index}/_search?{_query_string(options)}", request.body))
+                sent.append((f"GET {self.index}/_search?{query_string(options)}", request.body))
         responses = msearch(self.client, lines,
                             refused=lambda _, error: BiorankError(refusal(self.settings.mode, self.index, error)))
         for request, response in zip(batched, responses, strict=True):
@@ -485,7 +553,7 @@ class Searcher:
         for request in (r for r in requests if r.alone):
             options = request_options(request.text_scored)
             if sent is not None:
-                sent.append((f"GET {self.index}/_search?{_query_string(options)}", request.body))
+                sent.append((f"GET {self.index}/_search?{query_string(options)}", request.body))
             answers[request.key] = self._search_alone(mode, request.body, options)
         return answers
 
@@ -493,52 +561,13 @@ class Searcher:
         from opensearchpy.exceptions import TransportError
 
         try:
-            return patiently(lambda: self.client.search(index=self.index, body=body, params=_as_params(options)))
+            return patiently(lambda: self.client.search(index=self.index, body=body, params=as_params(options)))
         except TransportError as e:
             message = mode.refused(e, self.client)
             if message is None:
                 error = e.info.get("error", e.error) if isinstance(e.info, dict) else e.error
                 message = refusal(self.settings.mode, self.index, error)
             raise BiorankError(message) from None
-
-
-def request_options(text_scored: bool) -> dict[str, Any]:
-    """How a search runs on a cluster of many shards, beside its body.
-
-    BM25 weighs a term by its document frequency, which each shard counts among its own blocks: over several
-    shards the same block would score differently by where it lives, and the hybrid's λ·BM25 with it. A
-    ``dfs_query_then_fetch`` search first gathers the statistics of every shard, so scores are those of one
-    shard (OpenSearch skips that round when there is one shard). Partial results are refused: a lost shard
-    must be an error, not a silently shorter ranking.
-    """
-    options: dict[str, Any] = {"allow_partial_search_results": False}
-    if text_scored:
-        options["search_type"] = "dfs_query_then_fetch"
-    return options
-
-
-def _as_params(options: Mapping[str, Any]) -> dict[str, str]:
-    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
-
-
-def _query_string(options: Mapping[str, Any]) -> str:
-    return "&".join(f"{k}={v}" for k, v in _as_params(options).items())
-
-
-def refusal(mode: str, index: str, error: Any) -> str:
-    """One line for an error OpenSearch answered a search with; shards without a live copy are named."""
-    missing = missing_shards(error)
-    if missing or lost_node(error):
-        where = f"shards {missing} have" if missing else "a shard has"
-        return (f"index {index!r} cannot be searched in full: {where} no live copy (a node holding them is down "
-                f"and they have no replica); restart the node (`biorank cluster start` restarts lost local "
-                f"nodes) or build the index with --replicas 1 so that a lost node costs no answers")
-    why = reason(error)
-    if clauses := re.search(r"maxClauseCount is set to (\d+)", why):
-        # Each distinct term of the query is a clause of the BM25 leg: the text is too long, not malformed.
-        return (f"the query has more distinct terms than OpenSearch takes in one query ({clauses.group(1)}: "
-                "indices.query.bool.max_clause_count); shorten it")
-    return f"OpenSearch refused the {mode} query on {index!r}: {why}"
 
 
 def encode_queries(encoder: Encoder, queries: Mapping[str, str]) -> dict[str, list[float]]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from biorank.errors import BiorankError
 from biorank.retrieval.modes import Mode, Query
-from biorank.retrieval.searcher import refusal, request_options
+from biorank.retrieval.transport import refusal, request_options
 from biorank.store.inspection import NotFound, block_vectors
 from biorank.store.msearch import msearch
 

@@ -33,7 +33,7 @@ APPLIED_FILES = "applied_files"
 LEGACY_SENTENCE_VECTORS = "hnsw"
 """How an index built before the choice existed stores its sentence vectors (a record without
 ``sentence_vectors``): float vectors in an HNSW graph."""
-TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "rerank_weight")
+TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "feedback", "rerank_weight")
 """Values that hold only for the encoder they were tuned with (the rerank weight mixes the first stage's scores),
 set aside when the index is re-encoded."""
 
@@ -97,6 +97,9 @@ class IndexRecord:
     """The encoder's λ until one is tuned, where its catalogue entry names one."""
     tuned_lambda: float | None = None
     lambda_tuning: Mapping[str, Any] | None = None
+    feedback: Mapping[str, Any] | None = None
+    """The first stage's pseudo-relevance feedback tuned with λ (its name and parameters), for the modes that
+    take it; None where none was tuned."""
     reranker: str | None = None
     """The cross-encoder ``biorank train-reranker`` gave the index (a folder), or the ensemble ``tune-rerank`` tuned
     for it (its members separated by commas, as ``--reranker`` names them)."""
@@ -124,7 +127,7 @@ class IndexRecord:
             default_lambda=float(meta["default_lambda"]) if meta.get("default_lambda") else None,
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
             lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
-            rerank_tuning=meta.get("rerank_weight"),
+            rerank_tuning=meta.get("rerank_weight"), feedback=meta.get("feedback"),
             snippet_weights=meta.get("snippet_weights"), reencoding=meta.get(REENCODING),
             applied_files=tuple(AppliedFile.from_meta(entry) for entry in meta.get(APPLIED_FILES) or ()),
             raw=MappingProxyType(dict(meta)),
@@ -234,6 +237,13 @@ def update_record(client: OpenSearch, index: str, *, remove: Iterable[str] = (),
 def store_lambda(client: OpenSearch, index: str, lam: float, **provenance: object) -> IndexRecord:
     """Record a tuned λ (and how it was found): hybrid searches use it from now on."""
     return update_record(client, index, **{"lambda": lam, "lambda_tuning": provenance})
+
+
+def store_feedback(client: OpenSearch, index: str, feedback: Mapping[str, Any]) -> IndexRecord:
+    """Record the first stage's tuned pseudo-relevance feedback (its name and parameters, as
+    :meth:`~biorank.retrieval.feedback.Feedback.to_record` gives them): searches whose mode takes it use it from
+    now on."""
+    return update_record(client, index, feedback=dict(feedback))
 
 
 def store_reranker(client: OpenSearch, index: str, model: str) -> IndexRecord:
