@@ -22,6 +22,11 @@ SciFact's dev split by ``biorank tune-lambda`` (docs/measurements/retrieval.md, 
 catalogue carry their own (:mod:`biorank.models.catalogue`)."""
 MAX_RECORD_BYTES = 1 << 20
 """Title + abstract of one indexed record; PubMed's longest abstracts are tens of kilobytes."""
+RESULT_WINDOW = 10_000
+"""OpenSearch's ``index.max_result_window``: the most hits one search returns (a run's depth, a facet's candidates,
+the entries one read fetches)."""
+SHOWN_HITS = 1000
+"""The most hits a command or page shows for one query: past that no reader reads, and each is a table row."""
 
 _FALSE = {"0", "false", "no", "off"}
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
@@ -189,6 +190,24 @@ def sample_index(
     Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=default_encoder).run([sample_path()])
     yield name
     delete_indices(opensearch, name)
+
+
+@pytest.fixture
+def tune_sample(opensearch_url: str, sample_index: str, sample_claims: tuple[Path, Path],
+                tmp_path: Path) -> Callable[..., Any]:
+    """``biorank tune-lambda`` over ``sample_index`` on all of ``sample_claims``, with the test's own options."""
+    from click.testing import CliRunner
+
+    from biorank.cli import cli
+
+    queries, qrels = sample_claims
+
+    def run(*options: str) -> Any:
+        return CliRunner().invoke(cli, ["--url", opensearch_url, "tune-lambda", "--queries", str(queries), "--qrels",
+                                        str(qrels), "--index", sample_index, "--split", "all", "--plot",
+                                        str(tmp_path / "lambda.png"), *options])
+
+    return run
 
 
 @pytest.fixture

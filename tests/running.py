@@ -18,6 +18,13 @@ from opensearchpy import OpenSearch
 from biorank.cluster.local import LocalNode, NodeSettings
 
 
+def one_line(result: Any) -> str:
+    """The one line a refused command printed (exit status 1): a refusal, not a traceback."""
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    return lines[0]
+
+
 @contextlib.contextmanager
 def node_of_its_own(prefix: str, **settings: Any) -> Iterator[LocalNode]:
     """A started local node (or cluster) in a temporary home of its own, stopped and removed afterwards."""

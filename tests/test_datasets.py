@@ -24,7 +24,8 @@ from click.testing import CliRunner
 
 from biorank.cli import cli
 from biorank.datasets import DATASETS, Pinned, Source, get
-from biorank.errors import DatasetError
+from biorank.downloads import Artifact, fetch
+from biorank.errors import ArtifactError, DatasetError
 
 SCIFACT = [p.path for p in DATASETS["scifact"].files]
 
@@ -155,6 +156,31 @@ def test_an_interrupted_download_resumes_where_it_stopped(shared_data: Path, tmp
     assert server.requests[-1] == (f"/{path}", f"bytes={size // 2}-")  # only the rest was asked for
     assert (data / path).read_bytes() == (shared_data / path).read_bytes()
     assert _leftovers(data) == []
+
+
+def test_an_interrupted_maven_artifact_resumes_from_its_part(tmp_path: Path, serve,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same download moves the local node's jars and the encoders: a cut keeps the part for the next call."""
+    data = bytes(range(256)) * 1024
+    artifact = Artifact("org.example", "thing", "1.0", "jar", _sha256(data), len(data))
+    repository = tmp_path / "repository"
+    (repository / artifact.repository_path).parent.mkdir(parents=True)
+    (repository / artifact.repository_path).write_bytes(data)
+    url, server = serve(repository)
+    server.cut.add(f"/{artifact.repository_path}")
+    monkeypatch.setenv("BIORANK_MAVEN_REPO", url)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.m2 copy to fall back on
+    part = tmp_path / "cache" / "maven" / f"{artifact.repository_path}.part"
+
+    with pytest.raises(ArtifactError, match=r"org\.example:thing:1\.0:jar from .*BIORANK_MAVEN_REPO"):
+        fetch(artifact, tmp_path / "cache")
+    assert part.stat().st_size == len(data) // 2
+
+    advanced: list[int] = []
+    path = fetch(artifact, tmp_path / "cache", advanced.append)
+    assert server.requests[-1] == (f"/{artifact.repository_path}", f"bytes={len(data) // 2}-")
+    assert path.read_bytes() == data and not part.exists()
+    assert sum(advanced) == len(data)  # a progress bar sized for the whole artifact ends full
 
 
 @pytest.mark.parametrize("over_http", [True, False], ids=["url", "folder"])

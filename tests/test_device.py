@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from running import one_line
 
 from biorank.cli import cli
 from biorank.models.cross_encoder import CrossEncoder
@@ -26,12 +27,6 @@ def closed_url() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
-def one_line(result) -> str:
-    lines = result.output.strip().splitlines()
-    assert result.exit_code == 1 and len(lines) == 1, result.output
-    return lines[0]
 
 
 @pytest.mark.parametrize("device", ABSENT_GPUS)

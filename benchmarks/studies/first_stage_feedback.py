@@ -55,38 +55,45 @@ def index_size(client, index: str) -> float:  # type: ignore[no-untyped-def]
     return stats / abstracts / 1000
 
 
-def similarity(client, index: str, wanted: dict | None = None) -> dict:  # type: ignore[no-untyped-def]
-    """The index's BM25 (its default similarity); with ``wanted``, set to that first (the index closed and
-    reopened: a similarity is fixed while an index is open)."""
-    if wanted is not None:
-        client.indices.close(index=index)
-        try:
-            client.indices.put_settings(index=index, body={"index": {"similarity": {"default": wanted}}})
-        finally:
-            client.indices.open(index=index, wait_for_active_shards="all")
-    found = client.indices.get_settings(index=index)[index]["settings"]["index"]["similarity"]["default"]
-    return {"type": found["type"], "k1": float(found["k1"]), "b": float(found["b"])}
+def set_rows(title: str, sets: list[tuple[str, list[str]]], runs: dict, ms: dict, qrels,  # type: ignore[no-untyped-def]
+             measures: list[str]) -> list[dict]:
+    """Each query set's rows: every run's measures, p against the first run, recall@100 and p50/p95 ms."""
+    rows = []
+    for label, ids in sets:
+        report = evaluate_runs(runs, {q: qrels[q] for q in ids}, measures)
+        for system in runs:
+            times = [ms[system][q] for q in ids]
+            for measure in measures:
+                rows.append({"query_set": f"{title} {label}", "queries": len(ids), "system": system,
+                             "measure": "AP@10" if measure == "map@10" else "nDCG@10",
+                             "value": report.table[system][measure],
+                             "p": report.p_values[system][measure] if system != next(iter(runs)) else None,
+                             "recall100": report.recall_at_depth[system][100],
+                             "p50": suite.percentile(times, 50), "p95": suite.percentile(times, 95)})
+    return rows
 
 
 def tuned(searcher, title: str, query_set: tuple[str, list[str]], queries: dict[str, str], qrels,  # type: ignore[no-untyped-def]
-          measures: list[str]) -> list[dict]:
-    """``tune-lambda``'s choice on the unseen set: λ and feedback chosen on one half (nDCG@10, the whole grid of
-    each), then measured on the other half beside the hybrid at the index's λ without feedback."""
+          measures: list[str], grid: list | None = None) -> list[dict]:
+    """``tune-lambda``'s choice on the unseen set: λ and a variant of ``grid`` (default: each feedback) chosen on
+    one half (nDCG@10, the whole λ grid of each), then measured on the other half beside the hybrid at the index's
+    λ."""
     from biorank.evaluation.splits import halves
     from biorank.retrieval.feedback import NAMES, Feedback
-    from biorank.tuning.lambda_grid import LAMBDA_GRID, best_first_stage, held_out, tune_lambda_grid
+    from biorank.tuning.lambda_grid import LAMBDA_GRID, Variant, best_first_stage, held_out, tune_first_stage
 
     label, ids = query_set
     choose, report = halves(ids)
-    tables = {name: tune_lambda_grid(searcher, {q: queries[q] for q in choose}, qrels, LAMBDA_GRID, "ndcg@10",
-                                     feedback=Feedback.named(name), depth=DEPTH) for name in NAMES}
-    feedback, lam = best_first_stage(tables)
-    chosen = f"chosen on the other {len(choose)}: {feedback}, λ {lam:g}"
+    grid = grid or [Variant(Feedback.named(name)) for name in NAMES]
+    tables = tune_first_stage(searcher, {q: queries[q] for q in choose}, qrels, LAMBDA_GRID, "ndcg@10", grid,
+                              depth=DEPTH)
+    name, lam = best_first_stage(tables)
+    chosen = f"chosen on the other {len(choose)}: {name}, λ {lam:g}"
+    variant = next(v for v in grid if v.name == name)
     rows = []
     for measure in measures:
         result = held_out(searcher, {q: queries[q] for q in report}, qrels, measure,
-                          {"hybrid": (Feedback(), searcher.lam), chosen: (Feedback.named(feedback), lam)},
-                          depth=DEPTH)
+                          {"hybrid": (Variant(), searcher.lam), chosen: (variant, lam)}, depth=DEPTH)
         for system in ("hybrid", chosen):
             rows.append({"query_set": f"{title} {label}, held-out half", "queries": len(report), "system": system,
                          "measure": "AP@10" if measure == "map@10" else "nDCG@10",
@@ -108,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from biorank.pipeline import PipelineSettings
     from biorank.retrieval.searcher import Searcher
+    from biorank.store.indices import set_bm25_parameters
+    from biorank.tuning.lambda_grid import bm25_kept
 
     indexes = dict(item.split("=") for item in args.indexes.split(","))
     systems = args.systems.split(",")
@@ -127,31 +136,17 @@ def main(argv: list[str] | None = None) -> None:
             runs[system], ms[system] = timed_run(opened.with_search(PipelineSettings.parse(system).search), asked)
             print(f"{name}: {system} done", flush=True)
         if args.bm25:
-            original = similarity(client, indexes[name])
-            try:
+            with bm25_kept(opened):
                 for pair in args.bm25.split(","):
                     k1, b = (float(x) for x in pair.split(":"))
-                    similarity(client, indexes[name], {**original, "k1": k1, "b": b})
+                    set_bm25_parameters(client, indexes[name], k1, b)
                     for base in ("hybrid", "bm25"):
                         label = f"{base}, k1 {k1:g} b {b:g}"
                         runs[label], ms[label] = timed_run(opened.with_search(PipelineSettings.parse(base).search),
                                                            asked)
                         print(f"{name}: {label} done", flush=True)
-            finally:
-                similarity(client, indexes[name], original)
-        systems_run = list(runs)
         measures = ["ndcg@10", "map@10"] if name == "bioasq" else ["ndcg@10"]
-        for label, ids in sets:
-            report = evaluate_runs(runs, {q: qrels[q] for q in ids}, measures)
-            for system in systems_run:
-                times = [ms[system][q] for q in ids]
-                for measure in measures:
-                    rows.append({"query_set": f"{title} {label}", "queries": len(ids), "system": system,
-                                 "measure": "AP@10" if measure == "map@10" else "nDCG@10",
-                                 "value": report.table[system][measure],
-                                 "p": report.p_values[system][measure] if system != systems_run[0] else None,
-                                 "recall100": report.recall_at_depth[system][100],
-                                 "p50": suite.percentile(times, 50), "p95": suite.percentile(times, 95)})
+        rows += set_rows(title, sets, runs, ms, qrels, measures)
         rows += tuned(opened, title, sets[1], queries, qrels, measures)
         suite.record(args, COLUMNS, rows, variant=name, client=client,
                      settings={"depth": DEPTH, "systems": systems, "bm25": args.bm25, "index": indexes[name],

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 @click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
               default="min_gold_cutoff", show_default=True, cls=Expert, topic="eval",
               help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before.")
-@click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Depth of each run.")
+@click.option("-k", type=options.RUN_DEPTH, default=1000, show_default=True, help="Depth of each run.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
               show_default=True, help="Where runs, table.md and table.json go.")
 @options.filter_options

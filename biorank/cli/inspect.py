@@ -139,7 +139,7 @@ def machine(recalibrate: bool, as_json: bool) -> None:
 
 
 @cli.command("log")
-@click.option("--last", "-n", type=click.IntRange(1, 10_000), default=20, show_default=True,
+@click.option("--last", "-n", type=options.RUN_DEPTH, default=20, show_default=True,
               help="How many records: the most recent.")
 @click.option("--index", "searched_index", default=None, help="Only the queries on this documents index.")
 @click.option("--json", "as_json", is_flag=True, help="Records as JSON lines, as stored.")

@@ -13,7 +13,7 @@ import click
 
 from biorank.cli.render import echo
 from biorank.cli.screens import Expert
-from biorank.config import DEFAULT_INDEX, SEED, ConnectionSettings
+from biorank.config import DEFAULT_INDEX, RESULT_WINDOW, SEED, SHOWN_HITS, ConnectionSettings
 from biorank.retrieval.filters import FilterError, Filters
 
 if TYPE_CHECKING:
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from biorank.retrieval.searcher import Searcher, SearchSettings
     from biorank.store.query_log import QueryLog
 
+RUN_DEPTH = click.IntRange(1, RESULT_WINDOW)
+"""A run's depth, or candidates of one search: at most OpenSearch's result window."""
+SHOWN = click.IntRange(1, SHOWN_HITS)
+"""Hits a command shows (or reranks) for one query."""
 MODE_HELP = "First stage: hybrid, bm25, dense, rrf, ... (`biorank help modes`)."
 SYSTEMS_HELP = ("Known: bm25, bm25-passage, bm25-wordpieces, bm25-bigrams, dense, dense-exact, hybrid, hybrid-approx, "
                 "rrf, minmax, os-hybrid; +rm3, +rocchio or +rm3+rocchio after one feeds its top documents back; "
@@ -155,17 +159,20 @@ def prefix_options(command: Callable) -> Callable:
 def search_options(command: Callable) -> Callable:
     """The options of the first stage, for every command that runs one: the command gets ``index_name`` and one
     ``search`` (:class:`~biorank.retrieval.searcher.SearchSettings`, on the command's ``--device``)."""
+    from biorank.retrieval.boosts import MAX_BOOST, Boosts
     from biorank.retrieval.feedback import NAMES, Feedback
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
     from biorank.retrieval.syntax import SYNTAXES
 
     @functools.wraps(command)
     def with_search(*args: Any, mode: str, lam: float | None, fields: str | None, candidates: int, exact_limit: int,
-                    precision: str, filters: Filters, syntax: str, feedback: str | None, **kwargs: Any) -> Any:
+                    precision: str, filters: Filters, syntax: str, feedback: str | None, title_boost: float | None,
+                    mesh_boost: float | None, **kwargs: Any) -> Any:
+        boosts = None if title_boost is None and mesh_boost is None else Boosts(title_boost or 0, mesh_boost or 0)
         search = SearchSettings(mode=mode, lam=lam, fields=fields, candidates=candidates, exact_limit=exact_limit,
                                 precision=precision, filters=filters, device=kwargs.get("device", "auto"),
-                                syntax=syntax,
-                                feedback=Feedback.named(feedback) if feedback else None)
+                                syntax=syntax, feedback=Feedback.named(feedback) if feedback else None,
+                                boosts=boosts)
         return command(*args, search=search, **kwargs)
 
     return apply(with_search, [
@@ -176,12 +183,16 @@ def search_options(command: Callable) -> Callable:
                      help="λ, BM25's weight in the hybrid [default: the index's; `biorank help modes`]."),
         click.option("--fields", type=click.Choice(FIELD_SETS), default=None, cls=Expert, topic="modes",
                      help="BM25 field set [default: text for bm25, passage when combined with vectors]."),
-        click.option("--candidates", type=click.IntRange(1, 10_000), default=default(SearchSettings, "candidates"),
+        click.option("--candidates", type=RUN_DEPTH, default=default(SearchSettings, "candidates"),
                      show_default=True, cls=Expert, topic="modes",
                      help="K: BM25 and kNN candidates of hybrid-approx, rrf and minmax."),
         click.option("--feedback", type=click.Choice(NAMES), default=None, cls=Expert, topic="modes",
                      help="Feed the first pass's top documents back: RM3 terms into BM25, Rocchio into the query "
                           "vector [default: the index's tuned, else none]."),
+        click.option("--title-boost", type=click.FloatRange(0, MAX_BOOST), default=None, cls=Expert, topic="modes",
+                     help="Weight of the title's BM25 [default: the index's tuned, else 0]."),
+        click.option("--mesh-boost", type=click.FloatRange(0, MAX_BOOST), default=None, cls=Expert, topic="modes",
+                     help="Weight of the MeSH headings' BM25 [default: the index's, else 0]."),
         click.option("--exact-limit", type=click.IntRange(0), default=default(SearchSettings, "exact_limit"),
                      show_default=True, cls=Expert, topic="modes",
                      help="hybrid scores every block of an index up to this many blocks, else the union of the "
@@ -236,7 +247,7 @@ def reranker_options(command: Callable) -> Callable:
         click.option("--reranker", "reranker_model", default=None, cls=Expert, topic="rerank",
                      help="Cross-encoder: a folder, a hub name, or several, comma-separated (an ensemble) "
                           "[default: the index's, else biorank-reranker]."),
-        click.option("--rerank-depth", type=click.IntRange(1, 1000),
+        click.option("--rerank-depth", type=SHOWN,
                      default=default(PipelineSettings, "rerank_depth"), show_default=True, cls=Expert,
                      topic="rerank", help="How many first-stage hits the cross-encoder reorders."),
         click.option("--rerank-length", type=click.IntRange(*LENGTHS),

@@ -44,7 +44,7 @@ def reorder_options(command: Callable) -> Callable:
 @cli.command()
 @click.argument("doc_id", metavar="ID")
 @options.index_option()
-@click.option("-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many similar documents.")
+@click.option("-k", type=options.SHOWN, default=10, show_default=True, help="How many similar documents.")
 @click.option("--mode", type=click.Choice(SIMILAR_MODES), default=SIMILAR_DEFAULT, show_default=True,
               help="dense: the vector alone; hybrid: λ·BM25 + ⟨v, p⟩ with the index's λ; bm25: the terms alone.")
 @options.filter_options

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 @cli.command()
 @click.option("--query", "-q", default=None, help="What to ask (default: a question about vitamin B12).")
-@click.option("-k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many hits to show.")
+@click.option("-k", type=options.SHOWN, default=5, show_default=True, help="How many hits to show.")
 @click.option("--rerank", is_flag=True, help="Reorder the top 20 with the cross-encoder (the index's own, else the one "
               "shipped with biorank).")
 @click.option("--snippets", is_flag=True, help="Show each hit's best sentences.")
@@ -67,7 +67,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 @cli.command()
 @click.argument("text")
 @options.search_options
-@click.option("-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many documents.")
+@click.option("-k", type=options.SHOWN, default=10, show_default=True, help="How many documents.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, metavar="FORMAT",
               help=f"How hits are printed: {', '.join(FORMATS)}.")
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
@@ -137,6 +137,8 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
         parts = [f"λ = {pipeline.searcher.lam:g}"] if pipeline.searcher.settings.mode_class.weighs_lambda else []
         if pipeline.searcher.feedback:
             parts.append(f"feedback {pipeline.searcher.feedback.name}")
+        if pipeline.searcher.boosts:
+            parts.append(f"boosts {pipeline.searcher.boosts.name}")
         if searcher.needs_encoder:
             parts.append(f"encoder {searcher.record.model}")
         if search.filters:
@@ -160,7 +162,7 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
 @click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="trec", show_default=True,
               help="The file's format: a TREC run, JSON lines, CSV, RIS, BibTeX, or the PMIDs found.")
 @options.search_options
-@click.option("-k", type=click.IntRange(1, 10_000), default=1000, show_default=True, help="Documents per query.")
+@click.option("-k", type=options.RUN_DEPTH, default=1000, show_default=True, help="Documents per query.")
 @options.device_option
 @options.log_option
 @click.pass_obj

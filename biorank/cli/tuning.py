@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +16,10 @@ from biorank.config import ConnectionSettings
 from biorank.tuning.lambda_grid import LAMBDA_GRID
 from biorank.tuning.rerank_weight import WEIGHT_GRID
 from biorank.types import Qrels
+
+if TYPE_CHECKING:
+    from biorank.retrieval.searcher import Searcher
+    from biorank.tuning.lambda_grid import Variant
 
 SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all of them."
 
@@ -33,37 +39,39 @@ SPLIT_HELP = "Tune on the fixed 20% dev split of the judged queries, or on all o
               help="λ values to try, comma-separated.")
 @click.option("--feedback-grid", default="none", show_default=True, cls=Expert, topic="modes",
               help="Feedback to try with every λ, comma-separated: none, rm3, rocchio, rm3+rocchio.")
+@click.option("--boost-grid", default="none", show_default=True, cls=Expert, topic="modes",
+              help="Title and MeSH weights to try: none,title:0.5,title:0.5+mesh:0.2,...")
+@click.option("--bm25-grid", default=None, metavar="K1:B,...", cls=Expert, topic="modes",
+              help="BM25 k1:b pairs to try; each closes the index for a moment to set it (searches of it fail "
+                   "then) [default: the index's own only].")
 @click.option("--holdout/--no-holdout", default=True, show_default=True,
               help="Choose on half the queries (by a hash of each id) and report the choice on the other half.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("lambda.png"),
               show_default=True, help="PNG of the metric against λ.")
-@click.option("--no-store", is_flag=True, help="Do not store the best λ (and feedback) with the index.")
+@click.option("--no-store", is_flag=True, help="Do not store the best λ (and the rest of the choice) with the index.")
 @options.device_option
 @click.pass_obj
 def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str, index_name: str, metric: str,
-                split: str, seen: tuple[Path, ...], grid: str, feedback_grid: str, holdout: bool, plot: Path,
-                no_store: bool, device: str) -> None:
-    """Grid-search the hybrid's λ (and, with --feedback-grid, its feedback) on a development set and store the best
-    with the index.
+                split: str, seen: tuple[Path, ...], grid: str, feedback_grid: str, boost_grid: str,
+                bm25_grid: str | None, holdout: bool, plot: Path, no_store: bool, device: str) -> None:
+    """Grid-search the hybrid's λ (and, with the grid options, its feedback, title and MeSH weights and BM25's
+    k1/b) on a development set and store the best with the index.
 
     \b
     Example (on the dev queries no other query shares a document with; the choice reported on a held-out half):
       biorank tune-lambda --queries data/scifact/queries_train.jsonl --qrels data/scifact/qrels/train.tsv \\
-          --index scifact --split dev-unseen --feedback-grid none,rm3,rocchio,rm3+rocchio
+          --index scifact --split dev-unseen --feedback-grid none,rm3 --boost-grid none,title:0.5
     """
     from biorank.evaluation.measures import parse_measure
     from biorank.evaluation.splits import halves
-    from biorank.retrieval.feedback import Feedback, FeedbackError
-    from biorank.store.record import store_feedback, store_lambda
+    from biorank.retrieval.boosts import BoostError
+    from biorank.store.indices import bm25_parameters
     from biorank.tuning.grid import plot_grid
-    from biorank.tuning.lambda_grid import best_first_stage, held_out, tune_lambda_grid
+    from biorank.tuning.lambda_grid import Variant, best_first_stage, held_out, tune_first_stage
 
     parse_measure(metric)
     lambdas = _grid(grid, upper=float("inf"))
-    try:
-        feedbacks = {f.name: f for f in map(Feedback.named, options.comma_list(feedback_grid, "--feedback-grid"))}
-    except FeedbackError as e:
-        raise click.BadParameter(str(e), param_hint="--feedback-grid") from None
+    variants = _variants(feedback_grid, boost_grid, bm25_grid)
     if (split == "unseen") != bool(seen):
         raise click.UsageError("--split unseen takes the judgements trained on elsewhere as --seen, and --seen "
                                "only that split")
@@ -73,30 +81,36 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
         raise click.BadParameter(f"{len(queries)} queries are too few to hold half out; give more, or --no-holdout",
                                  param_hint="--holdout")
     searcher = options.searcher(settings, index_name, mode="hybrid", device=device)
-    current = (searcher.feedback, searcher.lam)
+    own_bm25 = bm25_parameters(searcher.client, searcher.index)
+    # The index's own pair is no change: named as none, it wins a tie as the plain hybrid does.
+    variants = list(dict.fromkeys(replace(v, bm25=None) if v.bm25 == own_bm25 else v for v in variants))
+    current = Variant(searcher.feedback, searcher.boosts, own_bm25)
+    try:
+        for variant in variants:
+            variant.boosts.check("passage", searchable_mesh=searcher.record.searchable_mesh)
+    except BoostError as e:
+        raise click.BadParameter(str(e), param_hint="--boost-grid") from None
     on = f"{len(choose)} queries ({split}{', one half' if holdout else ''})"
-    echo(f"tuning λ{' and feedback' if len(feedbacks) > 1 else ''} on {on}, {metric}, "
-         f"{len(lambdas) * len(feedbacks)} settings")
-    tables = {}
-    with record_progress("λ grid", len(lambdas) * len(feedbacks) * len(choose), "queries") as advance:
-        for name, feedback in feedbacks.items():
-            tables[name] = tune_lambda_grid(searcher, {q: queries[q] for q in choose}, qrels, lambdas, metric,
-                                            feedback=feedback, progress=advance)
+    echo(f"tuning λ{' with ' + str(len(variants)) + ' variants' if len(variants) > 1 else ''} on {on}, {metric}, "
+         f"{len(lambdas) * len(variants)} settings")
+    with record_progress("λ grid", len(lambdas) * len(variants) * len(choose), "queries") as advance:
+        tables = tune_first_stage(searcher, {q: queries[q] for q in choose}, qrels, lambdas, metric, variants,
+                                  progress=advance)
     best = best_first_stage(tables)
     for name, table in tables.items():
         for lam, value in table.items():
-            shown = f"{name:<12} " if len(tables) > 1 else ""
+            shown = f"{name:<24} " if len(tables) > 1 else ""
             say(f"{shown}λ = {lam:<6g} {metric} = {value:.4f}{'  ← best' if (name, lam) == best else ''}")
-    feedback, lam = feedbacks[best[0]], best[1]
-    plotted = plot_grid(tables[best[0]], metric, plot, title=f"{index_name}: {metric} against λ ({on}, feedback "
+    chosen_variant, lam = next(v for v in variants if v.name == best[0]), best[1]
+    plotted = plot_grid(tables[best[0]], metric, plot, title=f"{index_name}: {metric} against λ ({on}, "
                         f"{best[0]})", xlabel="λ (weight of BM25 in λ·BM25 + ⟨q, p⟩)", log_x=True)
     _said_plot(plotted)
     if report:
         result = held_out(searcher, {q: queries[q] for q in report}, qrels, metric,
-                          {"current": current, "chosen": (feedback, lam)})
+                          {"current": (current, searcher.lam), "chosen": (chosen_variant, lam)})
         chosen, kept = result.table["chosen"][metric], result.table["current"][metric]
         say(f"held-out half ({len(report)} queries): chosen ({best[0]}, λ = {lam:g}) {metric} = {chosen:.4f}; the "
-            f"index's current ({current[0].name}, λ = {current[1]:g}) {kept:.4f} (p "
+            f"index's current ({current.name}, λ = {searcher.lam:g}) {kept:.4f} (p "
             f"{result.p_values['chosen'][metric]:.2g})")
         if chosen < kept and not no_store:
             # A choice that loses on the queries that did not choose it fitted its half, not the collection.
@@ -104,13 +118,58 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
                 f"{index_name} keeps (--no-holdout stores the best of all the queries)")
             return
     if not no_store:
-        provenance = {"metric": metric, "value": tables[best[0]][lam], "queries": len(choose), "split": split,
-                      "half": holdout}
-        store_lambda(searcher.client, index_name, lam, **provenance)
-        if len(feedbacks) > 1 or feedback:
-            store_feedback(searcher.client, index_name, {**feedback.to_record(), **provenance})
-        say(f"stored λ = {lam:g}{f' and feedback {best[0]}' if len(feedbacks) > 1 or feedback else ''} with "
-            f"{index_name}: hybrid searches use {'them' if len(feedbacks) > 1 or feedback else 'it'} from now on")
+        _store_first_stage(searcher, chosen_variant, lam, variants, own_bm25,
+                           {"metric": metric, "value": tables[best[0]][lam], "queries": len(choose), "split": split,
+                            "half": holdout})
+
+
+def _variants(feedback_grid: str, boost_grid: str, bm25_grid: str | None) -> list[Variant]:
+    """Every combination of the grids' feedback, boosts and BM25 pairs (None: the index's own), each checked."""
+    from biorank.retrieval.boosts import BoostError, Boosts
+    from biorank.retrieval.feedback import Feedback, FeedbackError
+    from biorank.tuning.lambda_grid import Variant
+
+    try:
+        feedbacks = list(map(Feedback.named, dict.fromkeys(options.comma_list(feedback_grid, "--feedback-grid"))))
+    except FeedbackError as e:
+        raise click.BadParameter(str(e), param_hint="--feedback-grid") from None
+    try:
+        boosts = list(dict.fromkeys(map(Boosts.parse, options.comma_list(boost_grid, "--boost-grid"))))
+    except BoostError as e:
+        raise click.BadParameter(str(e), param_hint="--boost-grid") from None
+    pairs: list[tuple[float, float] | None] = [None]
+    if bm25_grid is not None:
+        try:
+            pairs = [(float(k1), float(b)) for k1, b in (item.split(":") for item in
+                                                         options.comma_list(bm25_grid, "--bm25-grid"))]
+        except ValueError:
+            raise click.BadParameter("give k1:b pairs such as 0.9:0.4,1.2:0.75", param_hint="--bm25-grid") from None
+        if any(k1 < 0 or not 0 <= b <= 1 for k1, b in pairs):  # type: ignore[misc]
+            raise click.BadParameter("BM25 needs k1 >= 0 and 0 <= b <= 1", param_hint="--bm25-grid")
+    return [Variant(f, b, pair) for pair in dict.fromkeys(pairs) for b in boosts for f in feedbacks]
+
+
+def _store_first_stage(searcher: Searcher, variant: Variant, lam: float, variants: list[Variant],
+                       own_bm25: tuple[float, float], provenance: dict) -> None:
+    """Stores λ and what else the grids tried with the index: feedback and boosts where a grid had them, BM25's
+    pair where it differs from the index's own."""
+    from biorank.store.indices import set_bm25_parameters
+    from biorank.store.record import store_boosts, store_feedback, store_lambda
+
+    client, index = searcher.client, searcher.index
+    stored = [f"λ = {lam:g}"]
+    store_lambda(client, index, lam, **provenance)
+    if len({v.feedback for v in variants}) > 1 or variant.feedback:
+        store_feedback(client, index, {**variant.feedback.to_record(), **provenance})
+        stored.append(f"feedback {variant.feedback.name}")
+    if len({v.boosts for v in variants}) > 1 or variant.boosts:
+        store_boosts(client, index, {**variant.boosts.to_record(), **provenance})
+        stored.append(f"boosts {variant.boosts.name}")
+    if variant.bm25 is not None and variant.bm25 != own_bm25:
+        set_bm25_parameters(client, index, *variant.bm25)
+        stored.append(f"BM25 k1 {variant.bm25[0]:g} b {variant.bm25[1]:g}")
+    say(f"stored {', '.join(stored)} with {index}: hybrid searches use {'them' if len(stored) > 1 else 'it'} "
+        "from now on")
 
 
 @cli.command("tune-rerank")

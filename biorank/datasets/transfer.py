@@ -2,29 +2,38 @@
 after an interruption, or copied from a folder; checked against its pin before it takes its name, so a half-written
 or substituted file never looks finished. Every failure is one line (:class:`DatasetError`) that says what to do,
 and quotes nothing a server sent but its status code.
+
+The download itself is :func:`biorank.downloads.download`, the one Maven artifacts resume with too; this module
+words its failures for a data set's user.
 """
 
 from __future__ import annotations
 
-import errno
 import http.client
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from biorank.downloads import file_digest, sha256_of
+from biorank.downloads import (
+    CHUNK,
+    TIMEOUT_S,
+    DownloadError,
+    disk_full,
+    download,
+    failure_reason,
+    file_digest,
+    request,
+    sha256_of,
+)
 from biorank.errors import DatasetError
 from biorank.types import StageProgress
 
-CHUNK = 1 << 16
-TIMEOUT_S = 60
-"""Seconds a server may stay silent (connecting, or between two reads) before the download counts as broken off."""
+PURPOSE = "biorank datasets"
+"""What the User-Agent says biorank fetches for."""
 SMALL_LIMIT = 8 << 20
 """The most bytes read for a folder's listing or an ``.md5`` file: a larger answer is not one."""
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
 
 
 def is_url(location: str) -> bool:
@@ -189,63 +198,25 @@ def small(location: str, label: str) -> bytes:
         except OSError as e:
             raise DatasetError(f"cannot read {location}: {e.strerror}") from None
     try:
-        with urllib.request.urlopen(_request(location), timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(request(location, purpose=PURPOSE), timeout=TIMEOUT_S) as response:
             return response.read(SMALL_LIMIT)
     except urllib.error.HTTPError as e:
         raise _http_error(e.code, location, label) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        raise _network_error(location, label, e) from None
+        raise _network_error(location, label, failure_reason(e)) from None
 
 
 def _download(url: str, part: Path, label: str, size: int | None, progress: StageProgress | None) -> None:
-    have = part.stat().st_size if part.is_file() else 0
-    if size is not None and have >= size:
-        return  # a whole part left by an earlier run; verification decides whether it is the file
+    """The shared resumable download, its failures said as a data set's (``--from``, "run the same command")."""
+    counted = None if progress is None else (lambda done, total: progress(label, done, total or done))
     try:
-        # Opened before the request, so that a folder one may not write to is not reported as the network's fault.
-        out = part.open("ab")
-    except OSError as e:
-        raise _write_error(e, part) from None
-    with out:
-        try:
-            response = urllib.request.urlopen(_request(url, have), timeout=TIMEOUT_S)
-        except urllib.error.HTTPError as e:
-            if e.code == 416 and have:
-                return  # nothing after the bytes we have: the part is whole, verification decides
-            _drop_if_empty(part)
-            raise _http_error(e.code, url, label) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            _drop_if_empty(part)
-            raise _network_error(url, label, e) from None
-        with response:
-            ranged = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range") or "")
-            if have and (response.status != 206 or ranged is None or int(ranged[1]) != have):
-                # The server sent the whole file instead of the rest (no Range support): start again.
-                out.seek(0)
-                out.truncate()
-                have = 0
-            length = response.headers.get("Content-Length")
-            total = size or (have + int(length) if length and length.isdigit() else None)
-            done = have
-            while True:
-                try:
-                    chunk = response.read(CHUNK)
-                except (OSError, http.client.HTTPException) as e:
-                    raise _network_error(url, label, e, done, total) from None
-                if not chunk:
-                    break
-                _write(out, chunk, part)
-                done += len(chunk)
-                if progress is not None:
-                    progress(label, done, total or done)
-            if total is not None and done < total:
-                raise _network_error(url, label, None, done, total)
-
-
-def _drop_if_empty(part: Path) -> None:
-    """An empty part left by a request that got nowhere: nothing to resume, so not left lying about."""
-    if part.is_file() and part.stat().st_size == 0:
-        part.unlink()
+        download(url, part, size=size, purpose=PURPOSE, progress=counted)
+    except DownloadError as e:
+        if e.status is not None:
+            raise _http_error(e.status, url, label) from None
+        if e.unwritable is not None:
+            raise _write_error(e.unwritable, e.path) from None
+        raise _network_error(url, label, e.reason, e.done, e.total) from None
 
 
 def _copy(source: Path, part: Path, label: str, progress: StageProgress | None) -> None:
@@ -302,32 +273,15 @@ def _write(out, chunk: bytes, part: Path) -> None:  # type: ignore[no-untyped-de
         raise _write_error(e, part) from None
 
 
-def _request(url: str, start: int = 0) -> urllib.request.Request:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        ours = version("biorank")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        ours = "dev"
-    headers = {"User-Agent": f"biorank/{ours} (biorank datasets)"}
-    if start:
-        headers["Range"] = f"bytes={start}-"
-    return urllib.request.Request(url, headers=headers)
-
-
 def _http_error(code: int, url: str, label: str) -> DatasetError:
     # The status code only: the reason phrase and the body are the server's words, not biorank's.
     hint = "the mirror does not have it" if code == 404 else "try again later, or use a mirror with --from"
     return DatasetError(f"{shown(url)} answered HTTP {code} for {label}; {hint}")
 
 
-def _network_error(url: str, label: str, error: BaseException | None, done: int | None = None,
+def _network_error(url: str, label: str, reason: str, done: int | None = None,
                    total: int | None = None) -> DatasetError:
     host = urllib.parse.urlsplit(url).hostname
-    if error is None:
-        reason = "the connection closed early"
-    else:
-        reason = getattr(error, "reason", None) or getattr(error, "strerror", None) or type(error).__name__
     if done is not None:
         of = f" of {total:,}" if total else ""
         return DatasetError(f"the download of {label} from {host} broke off after {done:,}{of} bytes ({reason}); "
@@ -337,7 +291,7 @@ def _network_error(url: str, label: str, error: BaseException | None, done: int 
 
 
 def _write_error(error: OSError, path: Path) -> DatasetError:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+    if disk_full(error):
         return DatasetError(f"no space left for {path} ({error.strerror}); free some and run the same command "
                             "again: what is finished is kept")
     return DatasetError(f"cannot write {path}: {error.strerror}")

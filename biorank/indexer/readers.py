@@ -17,11 +17,12 @@ complete citation, is read past in bounded pieces and rejected, never held whole
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from biorank.config import MAX_RECORD_BYTES
 from biorank.indexer.pubmed_xml import read_pubmed
@@ -271,7 +272,29 @@ def _json_record(text: str, source: str, line: int, *, layout: _JsonLayout) -> A
         raise BadRecord(f"field {layout.title!r} must be a string, got {_json_type(title)}", doc_id)
     abstract, sentences = _json_text(obj.get(layout.text), layout, doc_id)
     return new_abstract(doc_id, title, abstract, sentences, source, line,
-                        empty=f"empty {layout.title} and {layout.text}")
+                        empty=f"empty {layout.title} and {layout.text}", **_json_metadata(obj, doc_id))
+
+
+def _json_metadata(obj: dict, doc_id: str) -> dict[str, Any]:
+    """The journal, year and MeSH headings a JSON record may carry, at its top level or in BEIR's ``metadata``
+    object: what filters, facets and a MeSH boost read, as they read PubMed XML's."""
+    nested = obj.get("metadata")
+    found = {key: obj[key] if key in obj else nested.get(key) for key in ("journal", "year", "mesh")
+             if key in obj or (isinstance(nested, dict) and key in nested)}
+    metadata: dict[str, Any] = {}
+    if (journal := found.get("journal")) is not None:
+        if not isinstance(journal, str):
+            raise BadRecord(f"field 'journal' must be a string, got {_json_type(journal)}", doc_id)
+        metadata["journal"] = journal.strip() or None
+    if (year := found.get("year")) is not None:
+        if isinstance(year, bool) or not isinstance(year, int | str) or not re.fullmatch(r"\d{4}", str(year).strip()):
+            raise BadRecord("field 'year' must be a four-digit year such as 2019", doc_id)
+        metadata["year"] = int(year)
+    if (mesh := found.get("mesh")) is not None:
+        if not isinstance(mesh, list) or not all(isinstance(heading, str) for heading in mesh):
+            raise BadRecord("field 'mesh' must be a list of MeSH headings (strings)", doc_id)
+        metadata["mesh"] = tuple(heading.strip() for heading in mesh if heading.strip())
+    return metadata
 
 
 def _json_id(obj: dict, field: str) -> str:

@@ -5,6 +5,10 @@ The modes (:mod:`biorank.retrieval.modes`) compose them into whole request bodie
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from biorank.retrieval.boosts import Boosts
 
 # User text reaches the cluster only as match text and as params, never inside a script.
 #
@@ -85,8 +89,11 @@ def dense_script_field(query_vector: Sequence[float], vector_field: str = "embed
                                                           "query_vector": [float(x) for x in query_vector]}}}
 
 
-def text_query(fields: str, text: str, pieces: str | None) -> dict:
-    """The BM25 part over field set ``fields``; ``pieces`` are the query's word pieces for the word-piece sets."""
+def text_query(fields: str, text: str, pieces: str | None, boosts: Boosts | None = None) -> dict:
+    """The BM25 part over field set ``fields``; ``pieces`` are the query's word pieces for the word-piece sets;
+    ``boosts`` add the title's and MeSH's BM25 with their weights (:mod:`biorank.retrieval.boosts`)."""
+    if boosts:
+        return {"bool": {"should": [text_query(fields, text, pieces), *boosts.clauses(text)]}}
     if fields == "title+abstract":
         return {"multi_match": {"query": text, "fields": ["title", "abstract"], "type": "most_fields"}}
     if fields == "wordpieces":

@@ -22,9 +22,10 @@ Families (the module docstring of :mod:`biorank.retrieval.searcher` says what ea
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from biorank.retrieval.boosts import Boosts
 from biorank.retrieval.clauses import (
     MATCH_ALL,
     SHIFT,
@@ -81,7 +82,8 @@ class Request:
 class Mode:
     """A first-stage mode: how it searches (``fields``: the BM25 field set; ``lam``: λ; ``filters``: the clauses
     of :meth:`~biorank.retrieval.filters.Filters.clauses`; ``candidates``: K of the two-step modes; ``rrf_k``:
-    RRF's constant), the body every request starts from, and what the searcher asks of it.
+    RRF's constant; ``boosts``: the title's and MeSH's weights beside the field set), the body every request
+    starts from, and what the searcher asks of it.
 
     ``rounds`` is how many times :meth:`requests` is called; each call after the first gets the answers of the
     one before it, and :meth:`hits` the answers of the last. The class attributes say what the searcher must
@@ -98,6 +100,7 @@ class Mode:
     filters: tuple[dict, ...] = ()
     candidates: int = 1000
     rrf_k: int = 60
+    boosts: Boosts = field(default_factory=Boosts)
 
     rounds: ClassVar[int] = 1
     vectors: ClassVar[bool] = True
@@ -160,8 +163,8 @@ class Mode:
         """The BM25 part: the field set's match of the query's text, and what its tagged terms add; a query with
         neither (only metadata tags) matches every entry its filters let through."""
         if not query.lexical:
-            return text_query(self.fields, query.text, query.pieces) if query.text else MATCH_ALL
-        clauses = [text_query(self.fields, query.text, query.pieces)] if query.text else []
+            return text_query(self.fields, query.text, query.pieces, self.boosts) if query.text else MATCH_ALL
+        clauses = [text_query(self.fields, query.text, query.pieces, self.boosts)] if query.text else []
         if clauses and query.text_weight != 1.0:
             clauses = [{"bool": {"should": clauses, "boost": query.text_weight}}]
         return {"bool": {"should": [*clauses, *query.lexical]}}
@@ -275,7 +278,7 @@ class TwoLists(Mode):
             Request((q.id, "dense"), knn.body(q, self.candidates, light=True), False))]
 
     def _shared(self) -> dict[str, Any]:
-        return {"fields": self.fields, "lam": self.lam, "filters": self.filters}
+        return {"fields": self.fields, "lam": self.lam, "filters": self.filters, "boosts": self.boosts}
 
 
 class UnionHybrid(TwoLists, ExactHybrid):

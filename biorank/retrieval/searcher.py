@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.retrieval.boosts import Boosts
 from biorank.retrieval.feedback import (
     Feedback,
     expansion,
@@ -89,7 +90,8 @@ class SearchSettings:
     ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
     (:class:`~biorank.retrieval.filters.Filters`). ``syntax`` is how a query's text is read
     (:data:`~biorank.retrieval.syntax.SYNTAXES`): ``auto`` reads PubMed's syntax in a query that uses it
-    (:mod:`biorank.retrieval.syntax`), ``pubmed`` in every query, ``plain`` in none.
+    (:mod:`biorank.retrieval.syntax`), ``pubmed`` in every query, ``plain`` in none. ``feedback`` and ``boosts``
+    (:mod:`biorank.retrieval.boosts`) None: the index's tuned ones where the mode and field set take them.
     ``exact_limit``: ``hybrid`` over an index of more blocks takes ``hybrid-approx``'s route with K =
     ``union_candidates`` (the script's cost grows with every block, the union's with K).
     """
@@ -106,6 +108,7 @@ class SearchSettings:
     union_candidates: int = UNION_CANDIDATES
     syntax: str = "auto"
     feedback: Feedback | None = None
+    boosts: Boosts | None = None
 
     def takes_union(self, blocks: int) -> bool:
         """Whether ``hybrid`` over an index of ``blocks`` blocks scores the candidate union, not every block."""
@@ -127,6 +130,8 @@ class SearchSettings:
         if self.feedback is not None:
             self.feedback.check(self.mode, self.field_set, lexical=self.mode_class.lexical,
                                 vectors=self.mode_class.vectors)
+        if self.boosts is not None and self.mode_class.lexical:
+            self.boosts.check(self.field_set)
 
     @property
     def mode_class(self) -> type[Mode]:
@@ -179,6 +184,8 @@ class Searcher:
         self._stored: set[str] | None = None
         if encoder is not None and self.needs_encoder:
             verify_record(record, model=encoder.model_name)
+        if self.settings.boosts is not None and self.settings.mode_class.lexical:
+            self.settings.boosts.check(self.settings.field_set, searchable_mesh=record.searchable_mesh)
 
     @classmethod
     def open(cls, client: OpenSearch, index: str, settings: SearchSettings | None = None, *,
@@ -217,6 +224,16 @@ class Searcher:
         mode = self.settings.mode_class
         fits = stored.fits(self.settings.mode, self.settings.field_set, lexical=mode.lexical, vectors=mode.vectors)
         return stored if fits else Feedback()
+
+    @property
+    def boosts(self) -> Boosts:
+        """The title's and MeSH's BM25 weights: the settings', else the index's tuned ones where they fit, else none."""
+        if not self.settings.mode_class.lexical:
+            return Boosts()
+        if self.settings.boosts is not None:
+            return self.settings.boosts
+        stored = Boosts.from_record(self.record.boosts)
+        return stored if stored.fits(self.settings.field_set, searchable_mesh=self.record.searchable_mesh) else Boosts()
 
     @property
     def blocks(self) -> int:
@@ -286,7 +303,7 @@ class Searcher:
         settings: what builds the request bodies and reads the answers."""
         return MODE_TABLE[self.route](fields=self.settings.field_set, lam=self.lam,
                                       filters=tuple(self.settings.filters.clauses()), candidates=self.candidates,
-                                      rrf_k=self.settings.rrf_k)
+                                      rrf_k=self.settings.rrf_k, boosts=self.boosts)
 
     def with_settings(self, **changes: Any) -> Searcher:
         """The same index, client and encoder with some settings changed (a λ grid, another mode).

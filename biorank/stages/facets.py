@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from biorank.config import RESULT_WINDOW
 from biorank.errors import BiorankError
 from biorank.store.failures import reason
 from biorank.store.msearch import msearch
@@ -37,8 +38,6 @@ FACETS = {"year": "year", "journal": "journal", "mesh": "mesh", "pt": "publicati
 """Each facet's name and the field it counts (``pt``: PubMed's tag for publication types)."""
 FACET_CANDIDATES = 200
 """How many of the first stage's top documents the facets count (see the module's docstring)."""
-MAX_CANDIDATES = 10_000
-"""OpenSearch's result window: the first stage cannot rank more documents in one search."""
 TOP_VALUES = 10
 """Values per facet, the most frequent first (years: every year among the candidates)."""
 
@@ -75,8 +74,8 @@ def parse_facets(text: str | Sequence[str]) -> tuple[str, ...]:
 
 def check_candidates(candidates: int) -> None:
     """Raise :class:`FacetError` where ``candidates`` is not a count one search can rank."""
-    if not 1 <= candidates <= MAX_CANDIDATES:
-        raise FacetError(f"facets count 1 to {MAX_CANDIDATES:,} candidate documents, not {candidates}")
+    if not 1 <= candidates <= RESULT_WINDOW:
+        raise FacetError(f"facets count 1 to {RESULT_WINDOW:,} candidate documents, not {candidates}")
 
 
 def facet_aggregations(names: Sequence[str], top: int = TOP_VALUES) -> dict:

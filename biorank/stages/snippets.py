@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from biorank.config import RESULT_WINDOW
 from biorank.errors import BiorankError
 from biorank.retrieval.clauses import dense_script_field
 from biorank.scores import min_max
@@ -65,7 +66,6 @@ hardly any of SciFact's title and abstract sentences behind a claim of median le
 (docs/guides/rerank-snippets.md); a cut sentence keeps its start."""
 SENTENCE_BATCH = 16
 MAX_SENTENCES_PER_DOCUMENT = 500
-MAX_RESULT_WINDOW = 10_000
 _SECTIONS = {"title": 0, "abstract": 1}
 
 
@@ -484,7 +484,7 @@ def sentences_request(query: str, doc_ids: Sequence[str], vector: Sequence[float
     The ``match`` is a ``should`` beside a ``filter``, so sentences without a query term are returned too.
     """
     body: dict[str, Any] = {
-        "size": min(MAX_RESULT_WINDOW, len(doc_ids) * MAX_SENTENCES_PER_DOCUMENT),
+        "size": min(RESULT_WINDOW, len(doc_ids) * MAX_SENTENCES_PER_DOCUMENT),
         "query": {"bool": {"should": [{"match": {"text": query}}], "filter": [{"terms": {"doc_id": list(doc_ids)}}]}},
         "_source": ["doc_id", "section", "number", "begin", "end", "text"],
     }

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from biorank.store.names import SENTENCES_SUFFIX, check_index_name, plain_name
-from biorank.store.record import IndexMismatch, IndexRecord, read_record
+from biorank.store.record import IndexMismatch, IndexRecord, read_record, update_record
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -244,3 +244,27 @@ def refresh_paused(client: OpenSearch, names: Sequence[str]) -> Iterator[None]:
             client.indices.refresh(index=",".join(names))
         except ConnectionError:
             pass  # the cluster is gone; the run reports that, and the next run restores the setting
+
+
+def bm25_parameters(client: OpenSearch, index: str) -> tuple[float, float]:
+    """The index's BM25 ``(k1, b)``, as its default similarity has them now."""
+    found = client.indices.get_settings(index=index)[index]["settings"]["index"]["similarity"]["default"]
+    return float(found["k1"]), float(found["b"])
+
+
+def set_bm25_parameters(client: OpenSearch, index: str, k1: float, b: float) -> IndexRecord:
+    """Sets the index's BM25 ``k1`` and ``b``, and its record's settings with them (what ``stats`` shows and a
+    rebuild takes).
+
+    A similarity is fixed while an index is open, so the index is closed, set and opened again: searches of it
+    fail for that moment. It is opened again whatever happened between, so a failed setting never leaves it closed.
+    """
+    current = client.indices.get_settings(index=index)[index]["settings"]["index"]["similarity"]["default"]
+    client.indices.close(index=index)
+    try:
+        client.indices.put_settings(index=index, body={"index": {"similarity": {"default": {
+            **current, "k1": k1, "b": b}}}})
+    finally:
+        client.indices.open(index=index, wait_for_active_shards="all")
+    record = read_record(client, index)
+    return update_record(client, index, settings={**record.settings, "k1": k1, "b": b})

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from biorank.config import RESULT_WINDOW
 from biorank.errors import BiorankError
 from biorank.store.ids import storage_id
 from biorank.store.indices import list_indices
@@ -30,7 +31,6 @@ VECTOR_COPY_SCRIPT = {"source": "if (doc['embedding'].size() == 0) { return null
                                 "return out;"}
 """The float vector of each hit of a search, copied: the k-NN plugin hands every hit the same array, refilled per
 document, so returning that array itself over many hits answers the last one's vector for all of them."""
-MAX_ENTRIES = 10_000
 SECTIONS = ("title", "abstract")
 FIELD_ORDER = ("id", "title", "journal", "year", "mesh", "abstract")
 """What a reader looks for first; the other stored fields follow by name."""
@@ -141,8 +141,8 @@ def block_vectors(client: OpenSearch, index: str, ids: Sequence[str],
     """
     unique = list(dict.fromkeys(ids))
     lines: list[dict] = []
-    for start in range(0, len(unique), MAX_ENTRIES):
-        some = unique[start : start + MAX_ENTRIES]
+    for start in range(0, len(unique), RESULT_WINDOW):
+        some = unique[start : start + RESULT_WINDOW]
         lines += [{"index": index}, {"size": len(some), "query": {"ids": {"values": [storage_id(i) for i in some]}},
                                      "_source": ["id", *fields],
                                      "script_fields": {"embedding": {"script": VECTOR_COPY_SCRIPT}}}]
@@ -159,7 +159,7 @@ def block_vectors(client: OpenSearch, index: str, ids: Sequence[str],
 def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocument:
     """Every stored entry of ``doc_id`` in ``index`` and its sentences index, vectors as dimension and norm."""
     record = _record(client, index)
-    body = {"size": MAX_ENTRIES, "query": {"term": {"id": doc_id}}, "sort": [{"block": "asc"}], "_source": True,
+    body = {"size": RESULT_WINDOW, "query": {"term": {"id": doc_id}}, "sort": [{"block": "asc"}], "_source": True,
             "script_fields": {"embedding": {"script": VECTOR_COPY_SCRIPT}}}
     hits = client.search(index=index, body=body)["hits"]["hits"]
     if not hits:
@@ -171,7 +171,7 @@ def inspect_document(client: OpenSearch, index: str, doc_id: str) -> StoredDocum
     fields = {k: first[k] for k in names}
     document = StoredDocument(index, doc_id, fields, blocks, record.sentences_index)
     if document.sentences_index and client.indices.exists(index=document.sentences_index):
-        body = {"size": MAX_ENTRIES, "query": {"term": {"doc_id": doc_id}}, "_source": True}
+        body = {"size": RESULT_WINDOW, "query": {"term": {"doc_id": doc_id}}, "_source": True}
         if record.sentence_vectors != "none":  # an index without vectors has no field for the script to read
             body["script_fields"] = {"embedding": {"script": VECTOR_SCRIPT}}
         hits = client.search(index=document.sentences_index, body=body)["hits"]["hits"]

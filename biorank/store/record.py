@@ -26,14 +26,14 @@ REENCODING = "reencoding"
 BUILD_KEYS = frozenset({"kind", "mapping_version", "model", "model_source", "prefixes", "default_lambda",
                         "dimension", "settings",
                         "block_tokens", "sentences_index", "documents_index", "filterable", "sentence_vectors",
-                        "bibliographic"})
+                        "bibliographic", "searchable_mesh"})
 """What the build writes; every other key was stored later (tuned values, a reranker, re-encoding state)."""
 APPLIED_FILES = "applied_files"
 """Key of the input files ``biorank sync`` applied, in the order applied: facts about the content, not tuning."""
 LEGACY_SENTENCE_VECTORS = "hnsw"
 """How an index built before the choice existed stores its sentence vectors (a record without
 ``sentence_vectors``): float vectors in an HNSW graph."""
-TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "feedback", "rerank_weight")
+TUNED_FOR_ENCODER = ("lambda", "lambda_tuning", "feedback", "boosts", "rerank_weight")
 """Values that hold only for the encoder they were tuned with (the rerank weight mixes the first stage's scores),
 set aside when the index is re-encoded."""
 
@@ -87,6 +87,9 @@ class IndexRecord:
     """Whether the mapping has MEDLINE's bibliographic fields (authors, DOI, publication types, major MeSH, the
     journal's abbreviation): indices built before them have no such fields, and ``dynamic: strict`` refuses a
     document that carries them, so the indexer leaves them out there."""
+    searchable_mesh: bool = False
+    """Whether MeSH headings have their text sub-field (``mesh.text``), which BM25 can score: indices built before
+    it have the keyword only, so a MeSH boost is refused there."""
     sentences_index: str | None = None
     documents_index: str | None = None
     sentence_vectors: str = LEGACY_SENTENCE_VECTORS
@@ -100,6 +103,8 @@ class IndexRecord:
     feedback: Mapping[str, Any] | None = None
     """The first stage's pseudo-relevance feedback tuned with λ (its name and parameters), for the modes that
     take it; None where none was tuned."""
+    boosts: Mapping[str, Any] | None = None
+    """The title's and MeSH's weights in the BM25 leg tuned with λ; None where none were tuned."""
     reranker: str | None = None
     """The cross-encoder ``biorank train-reranker`` gave the index (a folder), or the ensemble ``tune-rerank`` tuned
     for it (its members separated by commas, as ``--reranker`` names them)."""
@@ -119,7 +124,7 @@ class IndexRecord:
             model=meta.get("model"), model_source=meta.get("model_source"),
             prefixes=MappingProxyType(dict(meta.get("prefixes") or {})), dimension=meta.get("dimension"),
             block_tokens=meta.get("block_tokens"), filterable=bool(meta.get("filterable")),
-            bibliographic=bool(meta.get("bibliographic")),
+            bibliographic=bool(meta.get("bibliographic")), searchable_mesh=bool(meta.get("searchable_mesh")),
             sentences_index=meta.get("sentences_index"),
             documents_index=meta.get("documents_index"),
             sentence_vectors=meta.get("sentence_vectors") or LEGACY_SENTENCE_VECTORS,
@@ -127,7 +132,7 @@ class IndexRecord:
             default_lambda=float(meta["default_lambda"]) if meta.get("default_lambda") else None,
             tuned_lambda=float(meta["lambda"]) if "lambda" in meta else None,
             lambda_tuning=meta.get("lambda_tuning"), reranker=(meta.get("reranker") or {}).get("model"),
-            rerank_tuning=meta.get("rerank_weight"), feedback=meta.get("feedback"),
+            rerank_tuning=meta.get("rerank_weight"), feedback=meta.get("feedback"), boosts=meta.get("boosts"),
             snippet_weights=meta.get("snippet_weights"), reencoding=meta.get(REENCODING),
             applied_files=tuple(AppliedFile.from_meta(entry) for entry in meta.get(APPLIED_FILES) or ()),
             raw=MappingProxyType(dict(meta)),
@@ -244,6 +249,12 @@ def store_feedback(client: OpenSearch, index: str, feedback: Mapping[str, Any]) 
     :meth:`~biorank.retrieval.feedback.Feedback.to_record` gives them): searches whose mode takes it use it from
     now on."""
     return update_record(client, index, feedback=dict(feedback))
+
+
+def store_boosts(client: OpenSearch, index: str, boosts: Mapping[str, Any]) -> IndexRecord:
+    """Record the title's and MeSH's tuned weights in the BM25 leg (and how they were found), as
+    :meth:`~biorank.retrieval.boosts.Boosts.to_record` gives them: searches whose field set takes them use them."""
+    return update_record(client, index, boosts=dict(boosts))
 
 
 def store_reranker(client: OpenSearch, index: str, model: str) -> IndexRecord:

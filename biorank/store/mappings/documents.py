@@ -16,6 +16,8 @@ Fields, and who reads them:
 - ``embedding`` (every block): the passage's unit vector, Lucene HNSW with inner product;
 - ``year``, ``journal``, ``mesh`` (every block): what searches filter on (:mod:`biorank.retrieval.filters`), on
   every block because a filter selects blocks before they are scored; aggregations count ``block: 0``;
+  ``mesh.text``, the headings' words, is what a MeSH boost scores with BM25 (:mod:`biorank.retrieval.boosts`;
+  the record's ``searchable_mesh``);
 - ``authors``, ``publication_types``, ``mesh_major``, ``journal_abbrev`` (every block, for the same reason) and
   ``doi`` (block 0): what MEDLINE carries beside the text (:data:`BIBLIOGRAPHIC`), for PubMed's field searches
   and for exports. An index built before them has none (its record has no ``bibliographic``), and the indexer
@@ -101,7 +103,8 @@ def documents_index_body(
         "mappings": {
             "_meta": new_record(
                 asdict(settings), kind="documents", model=model, dimension=dimension,
-                block_tokens=block_tokens, filterable=True, bibliographic=True, sentences_index=sentences_index,
+                block_tokens=block_tokens, filterable=True, bibliographic=True, searchable_mesh=True,
+                sentences_index=sentences_index,
                 model_source=model_source or model,
                 prefixes=dict(prefixes or {}), **({"default_lambda": default_lambda} if default_lambda else {}),
                 # The snippet stage reads how its sentences are stored from here, with the rest of the record.
@@ -126,7 +129,9 @@ def documents_index_body(
                 "embedding": knn_vector(dimension),
                 "journal": {"type": "keyword"},
                 "year": {"type": "short"},
-                "mesh": {"type": "keyword"},
+                # The headings' words scored by BM25 beside the passage (a MeSH boost, biorank.retrieval.boosts);
+                # filters and facets read the keyword.
+                "mesh": {"type": "keyword", "fields": {"text": text}},
                 **{name: {"type": "keyword"} for name in BIBLIOGRAPHIC},
                 "doi": {"type": "keyword"},
                 # Block 0 is written last: its presence with this hash says the whole document is in.
