@@ -40,8 +40,9 @@ def test_boosts_parse_name_and_refuse_in_one_line(tmp_path) -> None:
         SearchSettings(fields="wordpieces", boosts=Boosts(title=1))
     # A JSON Lines record's MeSH headings and year reach the index like PubMed XML's.
     path = tmp_path / "records.jsonl"
-    path.write_text(json.dumps({"id": "1", "text": "Aspirin.", "mesh": ["Aspirin", " Humans "], "year": 2001}) + "\n"
-                    + json.dumps({"id": "2", "text": "x", "metadata": {"mesh": "Aspirin"}}) + "\n")
+    records = [{"id": "1", "text": "Aspirin.", "mesh": ["Aspirin", " Humans "], "year": "2001-03"},
+               {"id": "2", "text": "x", "metadata": {"mesh": "Aspirin"}}]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
     first, second = read_records(path, "jsonl")
     assert isinstance(first, Abstract) and first.mesh == ("Aspirin", "Humans") and first.year == 2001
     assert not isinstance(second, Abstract) and "list of MeSH headings" in second.reason

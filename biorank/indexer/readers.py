@@ -287,9 +287,11 @@ def _json_metadata(obj: dict, doc_id: str) -> dict[str, Any]:
             raise BadRecord(f"field 'journal' must be a string, got {_json_type(journal)}", doc_id)
         metadata["journal"] = journal.strip() or None
     if (year := found.get("year")) is not None:
-        if isinstance(year, bool) or not isinstance(year, int | str) or not re.fullmatch(r"\d{4}", str(year).strip()):
-            raise BadRecord("field 'year' must be a four-digit year such as 2019", doc_id)
-        metadata["year"] = int(year)
+        # A date's leading year is the year ("2019-05-01", 2019.0): what a filter on years needs.
+        leading = None if isinstance(year, bool) else re.match(r"(\d{4})(?!\d)", str(year).strip())
+        if leading is None or not isinstance(year, int | float | str):
+            raise BadRecord("field 'year' must be a year such as 2019 (or a date that starts with one)", doc_id)
+        metadata["year"] = int(leading[1])
     if (mesh := found.get("mesh")) is not None:
         if not isinstance(mesh, list) or not all(isinstance(heading, str) for heading in mesh):
             raise BadRecord("field 'mesh' must be a list of MeSH headings (strings)", doc_id)

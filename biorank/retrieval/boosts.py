@@ -5,7 +5,7 @@ biomedical readers search with; both are fields of their own in every block, so 
 ``w·BM25(q, title)`` and ``w·BM25(q, MeSH)`` to the field set's own ``BM25(q, passage)``. This is the
 "most fields" sum of per-field BM25 scores (BM25F proper pools term frequencies before saturating them, which
 needs ``combined_fields``, a query OpenSearch does not have). Weight 0, the default, sends the field set's request
-unchanged; the weights are tuned with λ (``biorank tune-lambda --title-boost-grid``) and kept in the index record.
+unchanged; the weights are tuned with λ (``biorank tune-lambda --boost-grid``) and kept in the index record.
 
 MeSH is searchable only in an index built with its ``mesh.text`` sub-field (the record's ``searchable_mesh``):
 an older index refuses a MeSH boost in one line rather than scoring a field it does not have.
