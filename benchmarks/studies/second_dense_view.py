@@ -38,11 +38,12 @@ COST_COLUMNS = suite.columns(("encoder", "encoder"), ("blocks_per_s", "blocks/s"
 
 def blocks_of(client, index: str, ids: list[str]) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
     """Every block's passage of each document, by document id."""
+    from biorank.store.indices import entries_in_order
+
     passages: dict[str, list[str]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        body = {"size": 10_000, "query": {"terms": {"id": chunk}}, "_source": ["id", "passage"]}
-        for hit in client.search(index=index, body=body)["hits"]["hits"]:
+    for page in entries_in_order(client, index, sort=("id", "block"), source=("id", "passage"),
+                                 query={"terms": {"id": ids}}):
+        for hit in page:
             passages.setdefault(hit["_source"]["id"], []).append(hit["_source"]["passage"])
     return passages
 

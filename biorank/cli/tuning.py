@@ -87,7 +87,7 @@ def tune_lambda(settings: ConnectionSettings, queries_path: str, qrels_path: str
     current = Variant(searcher.feedback, searcher.boosts, own_bm25)
     try:
         for variant in variants:
-            variant.boosts.check("passage", searchable_mesh=searcher.record.searchable_mesh)
+            variant.boosts.check(searcher.settings.field_set, searchable_mesh=searcher.record.searchable_mesh)
     except BoostError as e:
         raise click.BadParameter(str(e), param_hint="--boost-grid") from None
     on = f"{len(choose)} queries ({split}{', one half' if holdout else ''})"
