@@ -17,7 +17,7 @@ than scoring every block; the exact mode's cost grows with the collection, the a
 from __future__ import annotations
 
 from benchmarks import suite
-from biorank import Pipeline, Searcher, SearchSettings
+from biorank import AskedPlacement, Pipeline, Searcher, SearchSettings
 from biorank.evaluation.topics import read_queries
 from biorank.retrieval.searcher import MODES
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     client = suite.connect(args)
     queries = list(read_queries(args.queries).values())[: args.limit or None]
-    base = Searcher.open(client, args.index, SearchSettings(mode="bm25", precision=args.precision))
+    base = Searcher.open(client, args.index, SearchSettings(mode="bm25", placement=AskedPlacement(args.precision)))
     encoder = base.load()  # the index's query encoder, loaded before anything is timed
     suite.header(f"{len(queries)} queries, k = {args.k}, query encoder {encoder.precision}")
 
@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def pipeline_stages(base: Searcher, queries: list[str], k: int, reranker: str, precision: str) -> list[dict]:
     """p50/p95 of each stage of hybrid -> rerank 20 -> snippets, as ``biorank query --rerank --snippets`` runs it."""
-    pipeline = Pipeline.build("hybrid+rerank+snippets", base, reranker=reranker, precision=precision)
+    pipeline = Pipeline.build("hybrid+rerank+snippets", base, reranker=reranker,
+                              placement=AskedPlacement(precision))
     stages: dict[str, list[float]] = {}
 
     def search(text: str) -> None:

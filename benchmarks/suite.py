@@ -7,7 +7,7 @@ committed records into the docs, so a figure in the docs always has its record, 
 changed record.
 
 Run benchmarks from the repository root as modules (``python -m benchmarks.query_latency --help``); the
-development data is read from ``../shared/data`` beside the repository, as the tests read it.
+development data is read from ``BIORANK_DATA``, else ``../shared/data`` beside the repository, as the tests read it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from typing import Any, TypeVar
 from benchmarks.machine import cpu_isa, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("BIORANK_DATA") or ROOT.parent / "shared" / "data")
+"""The development data folder: ``BIORANK_DATA`` where set (``biorank datasets get`` fills one), as the tests read
+it, else ``../shared/data`` beside the repository."""
 RECORDS = ROOT / "benchmarks" / "records"
 RECORDS_ENV = "BIORANK_RECORDS_DIR"
 """Where records go instead of ``benchmarks/records`` (the tests write theirs to a temporary folder)."""
@@ -50,7 +52,7 @@ PATHS = {
     "bioasq7b-abstracts": "bioasq/abstracts/biobert_7b_full_abstract.jsonl",
     "bioasq7b-golden": "bioasq/Task7BGoldenEnriched",
 }
-"""The development data the benchmarks read, by name (``../shared/data`` holds it; see its README)."""
+"""The development data the benchmarks read, by name, under :data:`DATA` (see its README)."""
 
 # Library versions a figure can depend on; a record lists those installed.
 VERSIONED = ("biorank", "numpy", "onnxruntime", "tokenizers", "torch", "transformers", "sentence-transformers",
@@ -60,7 +62,7 @@ T = TypeVar("T")
 
 
 def data(name: str) -> Path:
-    """The path of a named data set under ``../shared/data``.
+    """The path of a named data set under :data:`DATA`.
 
     Args:
         name: one of :data:`PATHS`.

@@ -26,6 +26,7 @@ _EXPORTS = {
     "ConnectionSettings": "biorank.config",
     "BiorankError": "biorank.errors",
     "Abstract": "biorank.types",
+    "AskedPlacement": "biorank.models.placement",
     "Answer": "biorank.types",
     "Hit": "biorank.types",
     "Snippet": "biorank.types",
@@ -46,10 +47,9 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Abstract", "Answer", "BiorankError", "ConnectionSettings", "CrossEncoder", "Encoder", "Ensemble", "Filters", "Hit",
-    "IndexOptions",
-    "Indexer", "Pipeline", "PipelineSettings", "Reranker", "SearchSettings", "Searcher", "ShardReader", "Snippet",
-    "SnippetScorer", "connect", "encode_corpus",
+    "Abstract", "Answer", "AskedPlacement", "BiorankError", "ConnectionSettings", "CrossEncoder", "Encoder",
+    "Ensemble", "Filters", "Hit", "IndexOptions", "Indexer", "Pipeline", "PipelineSettings", "Reranker",
+    "SearchSettings", "Searcher", "ShardReader", "Snippet", "SnippetScorer", "connect", "encode_corpus",
 ]
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from biorank.models.cross_encoder import CrossEncoder
     from biorank.models.encoder import Encoder
     from biorank.models.ensemble import Ensemble
+    from biorank.models.placement import AskedPlacement
     from biorank.pipeline import Pipeline, PipelineSettings
     from biorank.retrieval.filters import Filters
     from biorank.retrieval.searcher import Searcher, SearchSettings

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from biorank.errors import BiorankError
 from biorank.models.cross_encoder import LENGTHS
+from biorank.models.placement import AskedPlacement
 from biorank.retrieval.feedback import NAMES, Feedback
 from biorank.retrieval.searcher import SearchSettings
 from biorank.stages.diversity import CANDIDATES, Reorder, check_reorder
@@ -33,7 +34,6 @@ from biorank.types import Advance, Answer
 
 if TYPE_CHECKING:
     from biorank.models.cross_encoder import CrossEncoder
-    from biorank.models.placement import Precision
     from biorank.retrieval.searcher import Searcher
     from biorank.stages.snippets import SentenceCandidates
     from biorank.store.query_log import QueryLog
@@ -108,10 +108,9 @@ class PipelineSettings:
     rerank_length: int = DEFAULT_LENGTH
     """Word pieces of query + title + abstract the cross-encoder reads (see
     :data:`~biorank.stages.rerank.DEFAULT_LENGTH`)."""
-    precision: Precision = "auto"
-    device: str = "auto"
-    """Where the cross-encoder runs (rerank and the snippets' relevance perspective): ``auto``, ``cpu``, ``cuda``
-    or ``cuda:N`` (:mod:`biorank.models.placement`)."""
+    placement: AskedPlacement = field(default_factory=AskedPlacement)
+    """Where the cross-encoder runs (rerank and the snippets' relevance perspective; the query encoder's is the
+    ``search`` settings' own): :mod:`biorank.models.placement`."""
     snippets: str | None = None
     rescore: bool = False
     highlight: bool = False
@@ -179,7 +178,7 @@ class PipelineSettings:
 
     def with_system(self, name: str) -> PipelineSettings:
         """The stages of system ``name`` with everything else of these settings (λ, K, reranker, depth, weight,
-        length, precision, device): how ``eval`` runs several systems with one set of options."""
+        length, placement): how ``eval`` runs several systems with one set of options."""
         system = PipelineSettings.parse(name)
         feedback = system.search.feedback or self.search.feedback
         return replace(self, search=replace(self.search, mode=system.search.mode, fields=system.search.fields,
@@ -297,7 +296,8 @@ class Pipeline:
             # The cross-encoder and its weight are chosen where the reranker chooses them for every path: a shared
             # one (eval's pipelines) read at this length, else the settings' model, else the index's own.
             reranker = Reranker.for_index(searcher, cross_encoder or settings.reranker,
-                                          precision=settings.precision, device=settings.device,
+                                          precision=settings.placement.precision,
+                                          device=settings.placement.device,
                                           depth=settings.rerank_depth, weight=settings.rerank_weight,
                                           length=settings.rerank_length)
             cross_encoder = reranker.cross_encoder
@@ -308,8 +308,11 @@ class Pipeline:
 
     @property
     def name(self) -> str:
-        """The system name of this pipeline (``hybrid+rerank+snippets``), as :attr:`PipelineSettings.name` gives."""
-        return self.settings.name
+        """The system name of what this pipeline runs (``hybrid+rerank+snippets``): :attr:`PipelineSettings.name`
+        with the feedback that runs, the index's tuned one where the settings name none (the query log and the
+        service say what ran)."""
+        search = replace(self.settings.search, feedback=self.searcher.feedback or None)
+        return replace(self.settings, search=search).name
 
     @property
     def cross_encoder(self) -> CrossEncoder | None:
@@ -407,7 +410,7 @@ def _snippet_stage(searcher: Searcher, settings: PipelineSettings, cross_encoder
         return None
     weights = weights or SnippetWeights.named(settings.snippets, searcher.record)
     relevance = sentence_reranker(searcher.record, cross_encoder or settings.reranker,
-                                  precision=settings.precision,
-                                  device=settings.device) if weights.uses("relevance") else None
+                                  precision=settings.placement.precision,
+                                  device=settings.placement.device) if weights.uses("relevance") else None
     return SnippetScorer.open(searcher, weights=weights, reranker=relevance, rescore=settings.rescore,
                               depth=DOCUMENTS_PER_QUERY, highlight=settings.highlight)

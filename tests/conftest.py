@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
-from running import node_of_its_own
+from running import SCIFACT_SLICE, node_of_its_own
 
 from biorank.cluster.local import LocalNode, port_is_free
 from biorank.config import ConnectionSettings
@@ -59,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks from what a test uses: ``cluster`` if it reaches a node (through any fixture), ``slow`` if it needs
-    all of SciFact indexed or a model trained, ``unit`` otherwise (``pytest -m unit`` needs no cluster);
+    a slice of SciFact indexed or a model trained, ``unit`` otherwise (``pytest -m unit`` needs no cluster);
     ``containers`` for the subset that also runs against a container (tests that need Docker itself carry
     ``docker`` and ``containers``)."""
     for item in items:
@@ -163,16 +164,20 @@ def default_encoder():
 @pytest.fixture(scope="session")
 def scifact_index(
     opensearch: OpenSearch, shared_data: Path, default_encoder, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, object]]:
-    """All 5,183 SciFact abstracts indexed by biorank's pipeline, once per session: (index name, report)."""
+) -> Iterator[tuple[str, object, Path]]:
+    """The first :data:`SCIFACT_SLICE` SciFact abstracts indexed by biorank's pipeline, once per session:
+    (index name, report, the slice's corpus file)."""
     from biorank.indexer.indexer import Indexer, IndexOptions
     from biorank.store.indices import delete_indices
 
     name = f"biorank-test-scifact-{uuid.uuid4().hex[:8]}"
-    rejects = tmp_path_factory.mktemp("scifact") / "rejects.tsv"
-    indexer = Indexer(opensearch, IndexOptions(index=name, rejects=rejects), encoder=default_encoder)
-    report = indexer.run([shared_data / "scifact" / "corpus.jsonl"])
-    yield name, report
+    folder = tmp_path_factory.mktemp("scifact")
+    corpus = folder / "corpus.jsonl"
+    with (shared_data / "scifact" / "corpus.jsonl").open(encoding="utf-8") as whole:
+        corpus.write_text("".join(itertools.islice(whole, SCIFACT_SLICE)), encoding="utf-8")
+    indexer = Indexer(opensearch, IndexOptions(index=name, rejects=folder / "rejects.tsv"), encoder=default_encoder)
+    report = indexer.run([corpus])
+    yield name, report, corpus
     delete_indices(opensearch, name)
 
 

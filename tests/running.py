@@ -17,6 +17,10 @@ from opensearchpy import OpenSearch
 
 from biorank.cluster.local import LocalNode, NodeSettings
 
+SCIFACT_SLICE = 600
+"""Abstracts of the suite's SciFact index (conftest's ``scifact_index``): the corpus's first, real ones. Indexing all
+5,183 took a third of the suite's time; every abstract's sentences are checked without a node (test_indexing.py)."""
+
 
 def one_line(result: Any) -> str:
     """The one line a refused command printed (exit status 1): a refusal, not a traceback."""

@@ -12,11 +12,21 @@ import pytest
 from click.testing import CliRunner
 from running import one_line
 
-from biorank.cli import cli
+from biorank.cli import cli, options
 from biorank.models.cross_encoder import CrossEncoder
 from biorank.models.encoder import PACKAGED_MODEL, Encoder
-from biorank.models.placement import DeviceError, check_device, check_precision, has_gpu, length_batches, resolve_device
+from biorank.models.placement import (
+    AskedPlacement,
+    DeviceError,
+    check_device,
+    check_precision,
+    has_gpu,
+    length_batches,
+    resolve_device,
+)
 from biorank.models.shipped import SHIPPED_RERANKER
+from biorank.pipeline import PipelineSettings
+from biorank.retrieval.searcher import SearchSettings
 
 ABSENT_GPUS = ["cuda:64", *([] if has_gpu() else ["cuda"])]
 """Devices no machine of the suite has: a 65th GPU anywhere, and any GPU where torch sees none (CI)."""
@@ -64,6 +74,17 @@ def test_a_gpu_asked_of_the_light_install_says_what_to_install_in_one_line(tmp_p
 def test_a_device_of_another_name_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["query", "statins", "--device", "gpu"])
     assert result.exit_code == 2 and "'gpu': use auto, cpu, cuda or cuda:N" in result.output
+
+
+def test_settings_carry_one_placement_per_model() -> None:
+    """--device places both models; --rerank-precision is the cross-encoder's alone; a bad name fails on building."""
+    built = options.pipeline_settings(device="cpu", rerank_precision="fp32")
+    assert (built.placement, built.search.placement) == (AskedPlacement("fp32", "cpu"), AskedPlacement("auto", "cpu"))
+    assert options.pipeline_settings().placement == AskedPlacement() == PipelineSettings().search.placement
+    with pytest.raises(DeviceError, match="not 'fp64'"):
+        AskedPlacement("fp64")
+    with pytest.raises(DeviceError, match="'gpu': use auto, cpu, cuda or cuda:N"):
+        SearchSettings(placement=AskedPlacement(device="gpu"))
 
 
 def test_precisions_that_cannot_run_on_the_device_are_refused() -> None:

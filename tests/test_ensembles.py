@@ -10,6 +10,7 @@ import pytest
 
 from biorank.models.cross_encoder import CrossEncoder
 from biorank.models.ensemble import Ensemble, combine
+from biorank.models.placement import AskedPlacement
 from biorank.models.shipped import SHIPPED_RERANKER
 from biorank.pipeline import Pipeline
 from biorank.retrieval.searcher import Searcher
@@ -115,7 +116,7 @@ def test_an_index_stores_an_ensemble_and_reranks_with_it(opensearch_url: str, op
         record = check_record(opensearch, sample_index)
         assert record.reranker == SELF_ENSEMBLE and index_reranker(record) == SELF_ENSEMBLE
         searcher = Searcher.open(opensearch, sample_index)
-        pipeline = Pipeline.build("hybrid+rerank", searcher, precision="onnx", rerank_length=LENGTH)
+        pipeline = Pipeline.build("hybrid+rerank", searcher, placement=AskedPlacement("onnx"), rerank_length=LENGTH)
         assert isinstance(pipeline.cross_encoder, Ensemble)
         assert record.rerank_tuning["reranker"] == pipeline.cross_encoder.model_name
         assert pipeline.reranker.weight == record.rerank_tuning["weight"]

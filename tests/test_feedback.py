@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from running import one_line
 
 from biorank.cli import cli
-from biorank.pipeline import PipelineError, PipelineSettings
+from biorank.pipeline import Pipeline, PipelineError, PipelineSettings
 from biorank.retrieval.clauses import KNN_SCORE
 from biorank.retrieval.feedback import Feedback, FeedbackError, expansion, relevance_model, rocchio
 from biorank.retrieval.searcher import Searcher, SearchSettings
@@ -172,6 +172,7 @@ def test_tune_lambda_chooses_feedback_on_one_half_and_the_index_keeps_it(
         # What the index stores is what a search takes by default, where its mode can run it.
         store_feedback(opensearch, sample_index, {**Feedback.named("rm3", terms=5).to_record(), "metric": "x"})
         assert Searcher.open(opensearch, sample_index).feedback == Feedback.named("rm3", terms=5)
+        assert Pipeline.build("bm25", Searcher.open(opensearch, sample_index)).name == "bm25+rm3"
         assert Searcher.open(opensearch, sample_index, SearchSettings(mode="dense")).feedback.name == "none"
         explicit = SearchSettings(feedback=Feedback())
         assert Searcher.open(opensearch, sample_index, explicit).feedback.name == "none"

@@ -12,8 +12,9 @@ from opensearchpy import OpenSearch
 from biorank.errors import BiorankError
 from biorank.pipeline import Pipeline
 from biorank.retrieval.searcher import Searcher
-from biorank.stages.marks import marked_titles, readable, tagged_spans
+from biorank.stages.marks import marked_titles, readable, tagged_spans, titles_and_fields
 from biorank.stages.snippets import sentences_request
+from biorank.store.inspection import first_blocks
 from biorank.types import Hit
 
 MICROGRAMS = "12810152"
@@ -72,3 +73,8 @@ def test_titles_are_marked_by_the_same_rule(opensearch: OpenSearch, sample_index
     folate = opensearch.get(index=sample_index, id=MICROGRAMS)["_source"]["title"]
     assert _marked(folate, titles[MICROGRAMS]) == ["vitamin"]
     assert marked_titles(opensearch, sample_index, "D", [RECEPTOR], refused=BiorankError) == {}
+    # The results page reads the marks and the stored fields in one search: the same as each read alone.
+    fields = ("title", "abstract")
+    both = titles_and_fields(opensearch, sample_index, "vitamin D receptor", [RECEPTOR, "no-such-doc"], fields,
+                             refused=BiorankError)
+    assert both == {RECEPTOR: (first_blocks(opensearch, sample_index, [RECEPTOR], fields)[RECEPTOR], titles[RECEPTOR])}

@@ -20,19 +20,22 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from opensearchpy import OpenSearch, helpers
-from running import index_until
+from running import SCIFACT_SLICE, index_until
 
 from biorank.cli import cli
 from biorank.cluster.local import LocalNode, NodeSettings, port_is_free
 from biorank.config import ConnectionSettings
 from biorank.demo import sample_path
 from biorank.indexer.indexer import Indexer, IndexOptions
+from biorank.indexer.readers import read_records
+from biorank.indexer.sentences import sentences_of
 from biorank.models.encoder import Encoder
 from biorank.models.names import packaged_model_dir
 from biorank.store.client import connect
 from biorank.store.indices import sentences_index_name
 from biorank.store.mappings.sentences import DEFAULT_SENTENCE_VECTORS
 from biorank.store.record import IndexMismatch
+from biorank.types import Abstract
 
 SCIFACT_DOCS = 5183
 SCIFACT_ABSTRACT_SENTENCES = 45952
@@ -46,8 +49,8 @@ def _scan(client: OpenSearch, index: str, source: list[str]) -> list[dict]:
     return [h["_source"] for h in helpers.scan(client, index=index, query={"_source": source}, size=2000)]
 
 
-def _corpus(shared_data: Path) -> dict[str, dict]:
-    with (shared_data / "scifact" / "corpus.jsonl").open(encoding="utf-8") as f:
+def _corpus(path: Path) -> dict[str, dict]:
+    with path.open(encoding="utf-8") as f:
         return {str(d["doc_id"]): d for d in map(json.loads, f)}
 
 
@@ -56,26 +59,42 @@ def _sample_lines(n: int) -> list[str]:
         return [next(f) for _ in range(n)]
 
 
+def test_every_scifact_abstract_is_read_in_scifacts_own_sentences(shared_data: Path) -> None:
+    """All 5,183 abstracts, read and split as the indexer does (no node: the suite indexes a slice): SciFact's
+    evidence sentence i is the abstract sentence numbered i, so the evidence's numbers point at what is stored."""
+    corpus = _corpus(shared_data / "scifact" / "corpus.jsonl")
+    records = list(read_records(shared_data / "scifact" / "corpus.jsonl"))
+    assert len(records) == SCIFACT_DOCS and all(isinstance(r, Abstract) for r in records)
+    sentences = [s for r in records for s in sentences_of(r)]
+    abstract = [s for s in sentences if s.section == "abstract"]
+    assert (len(abstract), len(sentences) - len(abstract)) == (SCIFACT_ABSTRACT_SENTENCES, SCIFACT_DOCS)
+    assert all(corpus[s.doc_id]["abstract"][s.number].strip() == s.text for s in abstract)
+
+
+def _abstract_sentences(corpus: Path) -> int:
+    """SciFact's own count of the abstract sentences in ``corpus``."""
+    return sum(len(d["abstract"]) for d in _corpus(corpus).values())
+
+
 def test_scifact_corpus_counts(scifact_index, opensearch: OpenSearch) -> None:
-    name, report = scifact_index
-    assert report.indexed == SCIFACT_DOCS and not report.rejected and report.failed == 0
-    assert _count(opensearch, name, {"term": {"block": 0}}) == SCIFACT_DOCS
+    name, report, corpus = scifact_index
+    expected = _abstract_sentences(corpus)
+    assert report.indexed == SCIFACT_SLICE and not report.rejected and report.failed == 0
+    assert _count(opensearch, name, {"term": {"block": 0}}) == SCIFACT_SLICE
     sentences = sentences_index_name(name)
-    assert _count(opensearch, sentences, {"term": {"section": "abstract"}}) == SCIFACT_ABSTRACT_SENTENCES
-    assert _count(opensearch, sentences, {"term": {"section": "title"}}) == SCIFACT_DOCS
-    assert report.sentences == SCIFACT_ABSTRACT_SENTENCES + SCIFACT_DOCS
+    assert _count(opensearch, sentences, {"term": {"section": "abstract"}}) == expected
+    assert _count(opensearch, sentences, {"term": {"section": "title"}}) == SCIFACT_SLICE
+    assert report.sentences == expected + SCIFACT_SLICE
     # Every block is an entry of its own and block 0 knows how many its document has.
     n_blocks = sum(d["n_blocks"] for d in _scan(opensearch, name, ["n_blocks", "block"]) if d["block"] == 0)
-    assert _count(opensearch, name) == n_blocks == report.blocks > SCIFACT_DOCS
+    assert _count(opensearch, name) == n_blocks == report.blocks > SCIFACT_SLICE
 
 
-def test_sentence_offsets_slice_back_and_numbers_are_scifacts(
-    scifact_index, opensearch: OpenSearch, shared_data: Path
-) -> None:
-    name, _ = scifact_index
-    corpus = _corpus(shared_data)
+def test_sentence_offsets_slice_back_and_numbers_are_scifacts(scifact_index, opensearch: OpenSearch) -> None:
+    name, _, path = scifact_index
+    corpus = _corpus(path)
     stored = _scan(opensearch, sentences_index_name(name), ["doc_id", "section", "number", "begin", "end", "text"])
-    assert len(stored) == SCIFACT_ABSTRACT_SENTENCES + SCIFACT_DOCS
+    assert len(stored) == _abstract_sentences(path) + SCIFACT_SLICE
     for s in stored:
         doc = corpus[s["doc_id"]]
         section = doc["title"] if s["section"] == "title" else " ".join(x.strip() for x in doc["abstract"])
@@ -86,7 +105,7 @@ def test_sentence_offsets_slice_back_and_numbers_are_scifacts(
 
 
 def test_vectors_are_lucene_hnsw_and_unit_length(scifact_index, opensearch: OpenSearch) -> None:
-    name, _ = scifact_index
+    name, _, _ = scifact_index
     method = opensearch.indices.get_mapping(index=name)[name]["mappings"]["properties"]["embedding"]["method"]
     assert (method["name"], method["engine"], method["space_type"]) == ("hnsw", "lucene", "innerproduct")
     # Sentence vectors are only scored by script within a query's top documents: by default no graph, bytes.
@@ -106,13 +125,13 @@ def test_vectors_are_lucene_hnsw_and_unit_length(scifact_index, opensearch: Open
 
 
 def test_a_second_run_finds_everything_in_and_changes_nothing(
-    scifact_index, opensearch: OpenSearch, shared_data: Path, default_encoder: Encoder, tmp_path: Path
+    scifact_index, opensearch: OpenSearch, default_encoder: Encoder, tmp_path: Path
 ) -> None:
-    name, _ = scifact_index
+    name, _, corpus = scifact_index
     before = _count(opensearch, name), _count(opensearch, sentences_index_name(name))
     options = IndexOptions(index=name, rejects=tmp_path / "rejects.tsv")
-    report = Indexer(opensearch, options, encoder=default_encoder).run([shared_data / "scifact" / "corpus.jsonl"])
-    assert (report.indexed, report.unchanged, report.blocks, report.sentences) == (0, SCIFACT_DOCS, 0, 0)
+    report = Indexer(opensearch, options, encoder=default_encoder).run([corpus])
+    assert (report.indexed, report.unchanged, report.blocks, report.sentences) == (0, SCIFACT_SLICE, 0, 0)
     assert (_count(opensearch, name), _count(opensearch, sentences_index_name(name))) == before
 
 
@@ -221,7 +240,7 @@ def test_pubmed_metadata_is_stored(
 def test_wordpiece_field_matches_encoder_tokens(
     scifact_index, opensearch: OpenSearch, default_encoder: Encoder
 ) -> None:
-    name, _ = scifact_index
+    name, _, _ = scifact_index
     hit = opensearch.search(index=name, body={"size": 1, "query": {"term": {"block": 1}}})["hits"]["hits"][0]
     source = hit["_source"]
     assert source["wordpieces"].split() == default_encoder.tokenize(source["passage"])

@@ -101,6 +101,51 @@ def test_training_lowers_the_triplet_loss_on_real_pairs(scifact_pairs) -> None:
     assert after < 0.8 * before, (before, after)
 
 
+@pytest.fixture(scope="module")
+def pair_supervision(scifact_pairs):
+    """The 40 claims as judged queries (every fifth held out), each with its evidence sentence and another sentence
+    of the same abstract in the pool."""
+    from biorank.training.supervision import Passage, SupervisedQuery, Supervision
+
+    supervision = Supervision()
+    for i, (claim, evidence, other) in enumerate(scifact_pairs):
+        document = f"scifact:{i}"
+        positive = supervision.add(Passage(f"{document}:0", document, "sentence", evidence))
+        supervision.add(Passage(f"{document}:1", document, "sentence", other))
+        supervision.queries.append(SupervisedQuery("scifact", str(i), claim, "dev" if i % 5 == 0 else "train",
+                                                   {positive: 1}, frozenset({document})))
+    return supervision
+
+
+def test_an_interrupted_training_resumes_to_the_scorer_of_an_unbroken_one(pair_supervision, tmp_path: Path) -> None:
+    from biorank.models.catalogue import MAVEN_MODELS, materialise
+    from biorank.training.metric import MetricTraining, train_snippet_scorer
+
+    graph = materialise(MAVEN_MODELS["bge-small-en-v1.5"]) / "model.onnx"
+    # 32 training triplets, 8 steps an epoch: the last checkpoint before epoch 2 ends is its step 15 of 16.
+    config = MetricTraining(easy_epochs=1, hard_epochs=2, batch_size=4, filters=8, hidden=8, nearest=5,
+                            random_negatives=3, checkpoint_every=5)
+    whole = train_snippet_scorer(pair_supervision, graph, tmp_path / "whole", config, log=lambda _: None)
+
+    class Killed(Exception):
+        pass
+
+    def killed_in_epoch_2(line: str) -> None:
+        if line.startswith("epoch 2"):
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_snippet_scorer(pair_supervision, graph, tmp_path / "cut", config, log=killed_in_epoch_2)
+    lines: list[str] = []
+    resumed = train_snippet_scorer(pair_supervision, graph, tmp_path / "cut", config, log=lines.append)
+    assert "resuming from the checkpoint at step 15" in lines
+    assert [h["phase"] for h in whole.history] == ["-", "easy", "hard", "hard"]
+    # The same epochs, figures and training loss (the resumed epoch's summed over both runs), and the same weights.
+    assert [{**h, "minutes": 0} for h in resumed.history] == [{**h, "minutes": 0} for h in whole.history]
+    assert (tmp_path / "cut" / "model.onnx").read_bytes() == (tmp_path / "whole" / "model.onnx").read_bytes()
+    assert not (tmp_path / "cut" / "checkpoint").exists()
+
+
 def test_the_shipped_scorer_runs_without_torch_and_equals_torch(scifact_pairs) -> None:
     import torch
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from opensearchpy import OpenSearch
 
 from biorank.cli import cli
+from biorank.models.placement import AskedPlacement
 from biorank.pipeline import BASE_SYSTEMS, PipelineError, PipelineSettings, system_names
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -29,8 +30,8 @@ def test_every_system_name_parses_back_to_itself() -> None:
     for name in names:
         assert PipelineSettings.parse(name).name == name
     assert PipelineSettings.parse("hybrid").with_system("bm25-passage+rerank").name == "bm25-passage+rerank"
-    shared = PipelineSettings(rerank_depth=30, precision="fp32").with_system("hybrid+rerank")
-    assert (shared.rerank_depth, shared.precision, shared.rerank) == (30, "fp32", True)
+    shared = PipelineSettings(rerank_depth=30, placement=AskedPlacement("fp32")).with_system("hybrid+rerank")
+    assert (shared.rerank_depth, shared.placement.precision, shared.rerank) == (30, "fp32", True)
     for bad in ("bm25+", "hybrid+snippets+rerank", "bm25+snippets-tuned", "nope", "hybrid+rescore"):
         with pytest.raises(PipelineError):
             PipelineSettings.parse(bad)
@@ -204,5 +205,5 @@ PINNED_SHIPPED: dict[str, dict[str, float]] = {
 def test_pinned_figures_of_the_shipped_reranker_on_the_sample(opensearch: OpenSearch, fp32_sample: str,
                                                               shared_data: Path, tmp_path: Path) -> None:
     figures = _pinned_figures(opensearch, fp32_sample, shared_data, tmp_path, 30, tuple(PINNED_SHIPPED),
-                              precision="onnx")
+                              placement=AskedPlacement("onnx"))
     assert figures == {s: pytest.approx(v, abs=TOLERANCE) for s, v in PINNED_SHIPPED.items()}, figures

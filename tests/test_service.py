@@ -17,6 +17,7 @@ from opensearchpy import OpenSearch
 from running import serving
 
 from biorank.cluster.local import free_port
+from biorank.models.placement import AskedPlacement
 from biorank.pipeline import Pipeline, PipelineSettings
 from biorank.retrieval.searcher import Searcher
 from biorank.service import bounds as service_bounds
@@ -218,7 +219,7 @@ def test_a_person_searches_reranks_filters_and_pages_in_a_real_browser(
     from selenium.webdriver.support.wait import WebDriverWait
 
     settings = ServiceSettings(index=medline_index, query_log=False,
-                               pipeline=PipelineSettings(reranker=str(tiny_reranker), precision="fp32"))
+                               pipeline=PipelineSettings(reranker=str(tiny_reranker), placement=AskedPlacement("fp32")))
     service = SearchService(opensearch, settings, query_log_index="unused",
                             searcher=Searcher.open(opensearch, medline_index, encoder=default_encoder))
 

@@ -9,7 +9,6 @@ from biorank.cli import (  # noqa: F401
     evaluate,
     indexing,
     inspect,
-    reordering,
     searching,
     serving,
     topics,

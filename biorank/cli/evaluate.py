@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,45 +18,75 @@ from biorank.evaluation.measures import BEIR_MEASURES
 from biorank.evaluation.splits import SPLITS
 
 if TYPE_CHECKING:
+    from biorank.experiment import Experiment
     from biorank.retrieval.filters import Filters
 
 
+def _experiment_options(command):
+    """What ``eval`` measures, given to the command as one ``experiment``
+    (:class:`~biorank.experiment.Experiment`): the judged queries (``--qrels``, ``--queries``, ``--split``,
+    ``--seen``), the systems, the measures (``--measures``, ``--snippet-gold``, ``--bioasq-map``), the depth and
+    the folder; its ``pipeline`` is the command's to set from the rerank, filter and device options. The run files
+    and ``--index`` stand among them, where ``--help`` has always shown them, and go on to the command as
+    ``run_paths`` and ``index_name``; ``--runs`` only says that the arguments are run files, so it is checked here
+    and goes no further."""
+
+    @functools.wraps(command)
+    def with_experiment(*args, qrels_path: Path, queries_path: Path | None, systems: str, score_runs: bool,
+                        split: str, seen: tuple[Path, ...], measures: str, snippet_gold: Path | None,
+                        ap_denominator: str, k: int, out: Path, **kwargs):
+        from biorank.experiment import Experiment
+
+        if score_runs != bool(kwargs["run_paths"]):
+            raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec "
+                                   "--qrels R")
+        experiment = Experiment(
+            qrels=qrels_path, queries=queries_path, systems=options.comma_list(systems, "--systems"), split=split,
+            seen=seen, measures=options.comma_list(measures, "--measures"), snippet_gold=snippet_gold,
+            ap_denominator=ap_denominator, k=k, out=out)
+        return command(*args, experiment=experiment, **kwargs)
+
+    return options.apply(with_experiment, [
+        click.option("--qrels", "qrels_path", required=True,
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="BEIR qrels TSV, TREC qrels, or SciFact claims_*.jsonl (evidence relevance)."),
+        click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Queries to run (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT); needed with --systems."),
+        click.option("--systems", default="bm25,dense,hybrid", show_default=True,
+                     help="Comma-separated systems; the first is the baseline (`biorank help eval`)."),
+        click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False)),
+        click.option("--runs", "score_runs", is_flag=True,
+                     help="Score the run files given as arguments (TREC runs, BioASQ .json) instead of systems."),
+        options.index_option(),
+        click.option("--split", type=click.Choice(SPLITS), default="all", show_default=True,
+                     metavar="SPLIT", help=f"Judged queries: {', '.join(SPLITS)} (`biorank help eval`)."),
+        click.option("--seen", "seen", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     cls=Expert, topic="eval",
+                     help="Judgements of queries trained on elsewhere, for dev-unseen and unseen; repeatable."),
+        click.option("--measures", default=",".join(BEIR_MEASURES), show_default=True, cls=Expert, topic="eval",
+                     help="Measures to report."),
+        click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False, path_type=Path), cls=Expert,
+                     topic="eval",
+                     help="SciFact claims whose evidence sentences are the gold snippets of +snippets systems."),
+        click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
+                     default="min_gold_cutoff", show_default=True, cls=Expert, topic="eval",
+                     help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| "
+                          "before."),
+        click.option("-k", type=options.RUN_DEPTH, default=1000, show_default=True, help="Depth of each run."),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
+                     show_default=True, help="Where runs, table.md and table.json go."),
+    ])
+
+
 @cli.command("eval")
-@click.option("--qrels", "qrels_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="BEIR qrels TSV, TREC qrels, or SciFact claims_*.jsonl (evidence relevance).")
-@click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Queries to run (BEIR queries.jsonl, SciFact claims, ID<TAB>TEXT); needed with --systems.")
-@click.option("--systems", default="bm25,dense,hybrid", show_default=True,
-              help="Comma-separated systems; the first is the baseline (`biorank help eval`).")
-@click.argument("run_paths", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--runs", "score_runs", is_flag=True,
-              help="Score the run files given as arguments (TREC runs, BioASQ .json) instead of systems.")
-@options.index_option()
-@click.option("--split", type=click.Choice(SPLITS), default="all", show_default=True,
-              metavar="SPLIT", help=f"Judged queries: {', '.join(SPLITS)} (`biorank help eval`).")
-@click.option("--seen", "seen", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              cls=Expert, topic="eval",
-              help="Judgements of queries trained on elsewhere, for dev-unseen and unseen; repeatable.")
-@click.option("--measures", default=",".join(BEIR_MEASURES), show_default=True, cls=Expert, topic="eval",
-              help="Measures to report.")
-@click.option("--snippet-gold", type=click.Path(exists=True, dir_okay=False, path_type=Path), cls=Expert, topic="eval",
-              help="SciFact claims whose evidence sentences are the gold snippets of +snippets systems.")
-@click.option("--bioasq-map", "ap_denominator", type=click.Choice(["min_gold_cutoff", "cutoff", "gold"]),
-              default="min_gold_cutoff", show_default=True, cls=Expert, topic="eval",
-              help="Denominator of BioASQ's AP: min(|gold|, 10) since BioASQ 8; 10 for BioASQ 3-7; |gold| before.")
-@click.option("-k", type=options.RUN_DEPTH, default=1000, show_default=True, help="Depth of each run.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("biorank-eval"),
-              show_default=True, help="Where runs, table.md and table.json go.")
+@_experiment_options
 @options.filter_options
 @options.rerank_options
 @options.device_option
 @options.log_option
 @click.pass_obj
-def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path | None, systems: str,
-             run_paths: tuple[str, ...], score_runs: bool, index_name: str, split: str, seen: tuple[Path, ...],
-             measures: str,
-             snippet_gold: Path | None, ap_denominator: str, k: int, out: Path, filters: Filters, no_log: bool,
-             device: str, **rerank_options: object) -> None:
+def evaluate(settings: ConnectionSettings, experiment: Experiment, run_paths: tuple[str, ...], index_name: str,
+             filters: Filters, no_log: bool, device: str, **rerank_options: object) -> None:
     """Run systems over a query set (or read runs) and report every measure side by side.
 
     \b
@@ -64,17 +96,12 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
       biorank eval --runs bm25.trec hybrid.trec --qrels scifact/qrels/test.tsv
     """
     from biorank.evaluation.report import NO_PLOTS, pyplot
-    from biorank.experiment import Experiment, ExperimentError, run_experiment
+    from biorank.experiment import ExperimentError, run_experiment
 
-    if score_runs != bool(run_paths):
-        raise click.UsageError("--runs takes the run files as arguments: biorank eval --runs a.trec b.trec --qrels R")
     if run_paths and filters:
         raise click.UsageError("--year, --journal and --mesh filter the systems eval runs, not --runs files")
-    experiment = Experiment(
-        qrels=qrels_path, queries=queries_path, systems=options.comma_list(systems, "--systems"), split=split,
-        seen=seen,
-        measures=options.comma_list(measures, "--measures"), snippet_gold=snippet_gold, ap_denominator=ap_denominator,
-        k=k, out=out, pipeline=options.pipeline_settings(filters=filters, device=device, **rerank_options))
+    experiment = replace(experiment, pipeline=options.pipeline_settings(filters=filters, device=device,
+                                                                        **rerank_options))
     try:
         if not run_paths:
             experiment.query_file()  # a missing query file is a usage error, said before connecting
@@ -86,9 +113,10 @@ def evaluate(settings: ConnectionSettings, qrels_path: Path, queries_path: Path 
         result = run_experiment(experiment, searcher, run_files=run_paths, log=log, progress=progress)
     for note in result.notes:
         echo(f"note: {note}")
-    say(f"{qrels_path.name}, {split} split: {result.report.queries} judged queries, {experiment.notion}\n")
+    say(f"{experiment.qrels.name}, {experiment.split} split: {result.report.queries} judged queries, "
+        f"{experiment.notion}\n")
     say(result.report.markdown())
-    say(f"\nwritten to {out}: " + ", ".join(p.name for p in result.written) +
+    say(f"\nwritten to {experiment.out}: " + ", ".join(p.name for p in result.written) +
                ("" if run_paths else ", and a .trec run per system"))
     if pyplot() is None:
         echo(f"note: {NO_PLOTS}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,39 +14,67 @@ from biorank.cli import options
 from biorank.cli.main import cli
 from biorank.cli.render import console, echo, inert, record_progress, say, stage_progress, table
 from biorank.cli.screens import Expert
-from biorank.config import MAX_RECORD_BYTES, ConnectionSettings
-from biorank.indexer.readers import FORMATS
+from biorank.config import ConnectionSettings
 from biorank.models.encoder import DEFAULT_MODEL
 
 if TYPE_CHECKING:
+    from biorank.indexer.batches import IndexOptions
+    from biorank.models.encoder import Encoder
     from biorank.store.mappings.documents import IndexSettings
 
 
 def _reading_options(command):
-    """What ``index`` and ``encode`` share: how the input is read, split and encoded (equal settings, equal vectors)."""
-    return options.apply(command, [
+    """What ``index`` and ``encode`` share: how the input is read, split and encoded (equal settings, equal vectors).
+    The command gets ``paths``, one ``reading`` (:func:`~biorank.cli.options.reading`), one ``encoder``
+    (:class:`EncoderChoice`), and its own ``precision`` and ``device``."""
+    return options.apply(options.reading(_encoder_choice(command)), [
         click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False)),
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-                     metavar="FORMAT", help=f"{', '.join(FORMATS)}; auto looks at the name and first record."),
-        click.option("--id-field", cls=Expert, topic="index",
-                     help="For --format jsonl: the field holding the id [default: id]."),
-        click.option("--title-field", cls=Expert, topic="index",
-                     help="For --format jsonl: the field holding the title [default: title]."),
-        click.option("--text-field", cls=Expert, topic="index",
-                     help="For --format jsonl: the field holding the abstract [default: text]."),
+        options.reading_options,
         click.option("--model", default=DEFAULT_MODEL, show_default=True,
                      metavar="MODEL", help="Encoder: a name biorank knows, a sentence-transformers folder, a hub "
                      "name (`biorank help index`)."),
         options.prefix_options,
-        click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
-                     help="Documents per encoder batch and bulk round."),
+        options.batch_size_option,
         options.precision_option,
         options.device_option,
-        click.option("--no-sentences", is_flag=True, help="Skip the sentences (no snippets later)."),
-        click.option("--max-record-bytes", type=click.IntRange(1), show_default=True, default=MAX_RECORD_BYTES,
-                     cls=Expert, topic="index",
-                     help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed."),
+        options.no_sentences_option(),
+        options.max_record_bytes_option,
     ])
+
+
+@dataclass(frozen=True)
+class EncoderChoice:
+    """The encoder a command names (``--model``) and the prefixes it is told (None: the model's own), loaded only
+    where the command needs it: not with ``--vectors``, and not before an alias is refused. ``--precision`` and
+    ``--device`` are the command's own: they say where it runs, not which encoder it is."""
+
+    model: str = DEFAULT_MODEL
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+
+    def load(self, precision: str, device: str = "auto") -> Encoder:
+        from biorank.models.encoder import Encoder
+        from biorank.models.names import model_prefixes
+
+        options.fetch_model(self.model)
+        echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")
+        prefixes = model_prefixes(self.model).but(query=self.query_prefix, passage=self.passage_prefix)
+        encoder = Encoder(self.model, precision=precision, prefixes=prefixes, device=device)
+        echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device}; "
+             f"{encoder.prefixes.describe()})")
+        return encoder
+
+
+def _encoder_choice(command):
+    """Hands the command one ``encoder`` (:class:`EncoderChoice`) made of its ``--model`` and, where it has them,
+    the prefix options (:func:`~biorank.cli.options.prefix_options`), wherever its ``--help`` shows them."""
+
+    @functools.wraps(command)
+    def with_encoder(*args, **kwargs):
+        given = {name: kwargs.pop(name) for name in ("model", "query_prefix", "passage_prefix") if name in kwargs}
+        return command(*args, encoder=EncoderChoice(**given), **kwargs)
+
+    return with_encoder
 
 
 def _new_index_options(command):
@@ -78,19 +107,16 @@ def _new_index_options(command):
 @click.option("--recreate", is_flag=True,
               help="Delete the indices first and index everything anew (never through an alias: name the index).")
 @_new_index_options
-@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
+@options.rejects_option()
 @click.option("--vectors", "vectors_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Take every block and sentence with its vector from this folder written by `biorank encode` "
                    "from the same PATHS, instead of encoding: no encoder is loaded; its batch size is used.")
 @options.sentence_vectors_option
 @options.follow_alias_option("write into")
 @click.pass_obj
-def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, fmt: str, id_field: str | None,
-          title_field: str | None, text_field: str | None, model: str, batch_size: int, precision: str,
-          no_sentences: bool, recreate: bool, index_settings: IndexSettings, rejects: Path | None,
-          max_record_bytes: int, query_prefix: str | None, passage_prefix: str | None, vectors_dir: Path | None,
-          device: str, sentence_vectors: str | None, follow_alias: bool) -> None:
+def index(settings: ConnectionSettings, paths: tuple[str, ...], reading: IndexOptions, encoder: EncoderChoice,
+          precision: str, device: str, index_name: str, recreate: bool, index_settings: IndexSettings,
+          vectors_dir: Path | None, sentence_vectors: str | None, follow_alias: bool) -> None:
     """Index abstracts from PATHS: PubMed XML (.xml, .xml.gz), SciFact, BEIR or BioASQ JSON Lines,
     NFCorpus .docs, or any JSON Lines with --format jsonl and the field options.
 
@@ -107,11 +133,13 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     Vectors made elsewhere (`biorank encode` on a GPU box, the folder copied here), loaded without an encoder:
       biorank index pubmed25n0001.xml.gz --index pubmed --vectors vectors/
     """
-    from biorank.indexer.indexer import Indexer, IndexOptions
+    from biorank.indexer.indexer import Indexer
     from biorank.indexer.readers import estimate_records
     from biorank.store.indices import concrete_index
 
-    vectors = encoder = None
+    vectors = loaded = None
+    index_options = replace(reading, index=index_name, recreate=recreate, settings=index_settings,
+                            sentence_vectors=sentence_vectors, follow_alias=follow_alias)
     if vectors_dir is not None:
         from biorank.indexer.shards import ShardMismatch, ShardReader
 
@@ -119,12 +147,12 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
         made_with = vectors.identity
         ctx = click.get_current_context()
         if ctx.get_parameter_source("model") is not click.core.ParameterSource.DEFAULT and \
-                model not in (made_with.source, made_with.name):
-            raise ShardMismatch(f"the vectors in {vectors_dir} were made with {made_with.name}, not {model}; leave "
-                                "--model out, or encode again with it")
+                encoder.model not in (made_with.source, made_with.name):
+            raise ShardMismatch(f"the vectors in {vectors_dir} were made with {made_with.name}, not {encoder.model}; "
+                                "leave --model out, or encode again with it")
         if ctx.get_parameter_source("batch_size") is click.core.ParameterSource.DEFAULT:
             # The same batches as the encode run, so a repeated id is resolved the same way and no vector is missing.
-            batch_size = vectors.manifest["reader"]["batch_size"]
+            index_options = replace(index_options, batch_size=vectors.manifest["reader"]["batch_size"])
         echo(f"vectors from {vectors_dir}: {made_with.name}, {vectors.counts['documents']} documents, "
              f"{vectors.counts['blocks']} blocks, {vectors.counts['sentences']} sentences (no encoder is loaded)")
         if vectors.unhashed:
@@ -135,13 +163,8 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
     concrete_index(client, index_name, follow_alias=follow_alias, recreate=recreate)
     if vectors is not None and not recreate:
         vectors.check_index(client, index_name)
-    index_options = IndexOptions(
-        index=index_name, format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
-        sentences=not no_sentences, recreate=recreate, batch_size=batch_size, rejects=rejects,
-        max_record_bytes=max_record_bytes, settings=index_settings,
-        sentence_vectors=sentence_vectors, follow_alias=follow_alias)
     if vectors is None:
-        encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
+        loaded = encoder.load(precision, device)
     done = [0]
     try:
         with record_progress("indexing", sum(estimate_records(p) for p in paths)) as advance:
@@ -150,7 +173,7 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
                 done[0] += records
                 advance(records)
 
-            indexer = Indexer(client, index_options, encoder=encoder, vectors=vectors)
+            indexer = Indexer(client, index_options, encoder=loaded, vectors=vectors)
             report = indexer.run(paths, progress=counted)
     except KeyboardInterrupt:
         # Not click's bare "Aborted!": the user should know that nothing is lost and how to go on.
@@ -176,12 +199,9 @@ def index(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str,
               help="The folder of shards and manifest (created; an interrupted run's folder is resumed).")
 @click.option("--shard-size", type=click.IntRange(1), default=4096, show_default=True,
               help="Documents per shard (rounded up to whole batches): the unit of resuming.")
-@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where unusable records are listed [default: OUT/rejects.tsv, only if any].")
-def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: str | None, text_field: str | None,
-           model: str, batch_size: int, precision: str, no_sentences: bool, max_record_bytes: int,
-           query_prefix: str | None, passage_prefix: str | None, out: Path, shard_size: int,
-           rejects: Path | None, device: str) -> None:
+@options.rejects_option("OUT/rejects.tsv")
+def encode(paths: tuple[str, ...], reading: IndexOptions, encoder: EncoderChoice, precision: str, device: str,
+           out: Path, shard_size: int) -> None:
     """Encode abstracts from PATHS into a folder of Parquet shards, without a cluster: read, split into
     sentences and blocks exactly as `biorank index` does, with the same options.
 
@@ -198,19 +218,15 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
       biorank encode pubmed25n000*.xml.gz --out pubmed-vectors --batch-size 256    # on a GPU box
       biorank index pubmed25n000*.xml.gz --index pubmed --vectors pubmed-vectors   # on the cluster's side
     """
-    from biorank.indexer.indexer import IndexOptions
     from biorank.indexer.readers import estimate_records
     from biorank.indexer.shards import encode_corpus
     from biorank.models.extras import require
 
     require("pyarrow", "vectors", "biorank encode")  # before the encoder loads
-    reading = IndexOptions(format=fmt, id_field=id_field, title_field=title_field, text_field=text_field,
-                           sentences=not no_sentences, batch_size=batch_size, rejects=rejects,
-                           max_record_bytes=max_record_bytes)
-    encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
+    loaded = encoder.load(precision, device)
     try:
         with record_progress("encoding", sum(estimate_records(p) for p in paths)) as advance:
-            report = encode_corpus(paths, out, encoder, reading, shard_documents=shard_size, progress=advance)
+            report = encode_corpus(paths, out, loaded, reading, shard_documents=shard_size, progress=advance)
     except KeyboardInterrupt:
         echo(f"\ninterrupted: the finished shards in {out} are kept; run the same command again to encode the rest")
         raise SystemExit(130) from None
@@ -226,6 +242,7 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
 
 
 @cli.command()
+@options.reading
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @options.index_option()
 @click.option("--model", default=None,
@@ -233,23 +250,21 @@ def encode(paths: tuple[str, ...], fmt: str, id_field: str | None, title_field: 
                    f"{DEFAULT_MODEL}].")
 @options.precision_option
 @options.device_option
-@click.option("--no-sentences", is_flag=True,
-              help="Build a new index without the sentences index; an existing index keeps what it was built with.")
+@options.no_sentences_option(
+    "Build a new index without the sentences index; an existing index keeps what it was built with.")
 @click.option("--allow-out-of-order", is_flag=True,
               help="Apply a file numbered before the last one applied (it may bring back older versions).")
 @click.option("--allow-gaps", is_flag=True,
               help="Apply a file that does not follow the one before it: a number skipped, or another year's "
                    "series.")
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
-              help="Documents per encoder batch and bulk round.")
-@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where unusable records are listed [default: ./biorank-rejects-NAME.tsv, only if any].")
+@options.batch_size_option
+@options.rejects_option()
 @options.sentence_vectors_option
 @options.follow_alias_option("apply the files to")
 @click.pass_obj
-def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, model: str | None, precision: str,
-         no_sentences: bool, allow_out_of_order: bool, allow_gaps: bool, batch_size: int, rejects: Path | None,
-         device: str, sentence_vectors: str | None, follow_alias: bool) -> None:
+def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, reading: IndexOptions,
+         model: str | None, precision: str, device: str, allow_out_of_order: bool, allow_gaps: bool,
+         sentence_vectors: str | None, follow_alias: bool) -> None:
     """Keep a PubMed index current: apply NLM's baseline and update files in PATHS (files, or folders such as
     baseline/ and updatefiles/) in the order of their numbers, each once.
 
@@ -267,7 +282,6 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
       biorank sync pubmed/baseline pubmed/updatefiles --index pubmed
       biorank stats --index pubmed        # says the last file applied
     """
-    from biorank.indexer.indexer import IndexOptions
     from biorank.indexer.readers import estimate_records
     from biorank.indexer.updates import apply_files, find_pubmed_files, plan_sync
     from biorank.store.indices import concrete_index, sentences_index_name
@@ -294,11 +308,10 @@ def sync(settings: ConnectionSettings, paths: tuple[str, ...], index_name: str, 
     first, final = plan.apply[0][0].name, plan.apply[-1][0].name
     echo(f"{len(plan.apply)} files to apply ({first}" + (f" … {final})" if len(plan.apply) > 1 else ")")
          + (f"; {len(plan.skipped)} applied already, skipped" if plan.skipped else ""))
-    sentences = record.sentences_index is not None if record else not no_sentences
-    encoder = _load_encoder(model or (record.encoder_source if record else DEFAULT_MODEL), precision, None, None,
-                            device)
-    index_options = IndexOptions(index=index_name, format="pubmed", sentences=sentences, batch_size=batch_size,
-                                 rejects=rejects, sentence_vectors=sentence_vectors)
+    sentences = record.sentences_index is not None if record else reading.sentences
+    encoder = EncoderChoice(model or (record.encoder_source if record else DEFAULT_MODEL)).load(precision, device)
+    index_options = replace(reading, index=index_name, format="pubmed", sentences=sentences,
+                            sentence_vectors=sentence_vectors)
 
     def applied(done) -> None:
         r = done.report
@@ -366,20 +379,6 @@ def _summarise(index_name: str, report) -> None:
         say(f"note: {report.bibliographic_left_out} documents were written without their authors, DOI, publication "
             f"types and major MeSH: {index_name} was built before it had fields for them; rebuild it with "
             "--recreate to store them")
-
-
-def _load_encoder(model: str, precision: str, query_prefix: str | None, passage_prefix: str | None,
-                  device: str = "auto"):
-    from biorank.models.encoder import Encoder
-    from biorank.models.names import model_prefixes
-
-    options.fetch_model(model)
-    echo("loading the encoder (a model without an ONNX export yet is exported once, a few seconds) ...")
-    prefixes = model_prefixes(model).but(query=query_prefix, passage=passage_prefix)
-    encoder = Encoder(model, precision=precision, prefixes=prefixes, device=device)
-    echo(f"encoder {encoder.model_name} ({encoder.dimension} dimensions, {encoder.precision}, {encoder.device}; "
-         f"{encoder.prefixes.describe()})")
-    return encoder
 
 
 @cli.command()
@@ -457,6 +456,7 @@ def mappings(kind: str, dimension: int, model: str, sentence_vectors: str | None
 
 
 @cli.command("reindex-vectors")
+@_encoder_choice
 @options.index_option()
 @click.option("--model", required=True, help="The new encoder: a sentence-transformers folder (e.g. from "
               "`biorank train-encoder`) or a hub name, with the index's tokenizer and dimension.")
@@ -466,8 +466,8 @@ def mappings(kind: str, dimension: int, model: str, sentence_vectors: str | None
 @options.device_option
 @options.prefix_options
 @click.pass_obj
-def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, batch_size: int,
-                    precision: str, query_prefix: str | None, passage_prefix: str | None, device: str) -> None:
+def reindex_vectors(settings: ConnectionSettings, index_name: str, encoder: EncoderChoice, batch_size: int,
+                    precision: str, device: str) -> None:
     """Re-encode every block and sentence of an index in place with another encoder, and record it, so
     queries are encoded with it too.
 
@@ -485,9 +485,9 @@ def reindex_vectors(settings: ConnectionSettings, index_name: str, model: str, b
     from biorank.indexer.reindex import reencode_index
 
     client = options.client(settings)
-    encoder = _load_encoder(model, precision, query_prefix, passage_prefix, device)
+    loaded = encoder.load(precision, device)
     with stage_progress() as progress:
-        report = reencode_index(client, index_name, encoder, batch_size=batch_size, progress=progress, log=echo)
+        report = reencode_index(client, index_name, loaded, batch_size=batch_size, progress=progress, log=echo)
     if report.already:
         say(f"{index_name} is encoded with {report.model} already; nothing to do")
         return

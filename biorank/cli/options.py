@@ -136,8 +136,9 @@ def device_option(command: Callable | None = None, *, help: str = DEVICE_OPTION_
     def on_device(*args: Any, device: str, **kwargs: Any) -> Any:
         from biorank.models.placement import check_device
 
-        return command(*args, device=check_device(device, kwargs.get("precision"), kwargs.get("rerank_precision")),
-                       **kwargs)
+        search = kwargs.get("search")
+        precisions = kwargs.get("precision"), kwargs.get("rerank_precision"), search and search.placement.precision
+        return command(*args, device=check_device(device, *precisions), **kwargs)
 
     return click.option("--device", default="auto", show_default=True, envvar="BIORANK_DEVICE",
                         callback=_device_name, metavar="auto|cpu|cuda|cuda:N", help=help)(on_device)
@@ -159,6 +160,7 @@ def prefix_options(command: Callable) -> Callable:
 def search_options(command: Callable) -> Callable:
     """The options of the first stage, for every command that runs one: the command gets ``index_name`` and one
     ``search`` (:class:`~biorank.retrieval.searcher.SearchSettings`, on the command's ``--device``)."""
+    from biorank.models.placement import AskedPlacement
     from biorank.retrieval.boosts import MAX_BOOST, Boosts
     from biorank.retrieval.feedback import NAMES, Feedback
     from biorank.retrieval.searcher import FIELD_SETS, MODES, SearchSettings
@@ -170,8 +172,8 @@ def search_options(command: Callable) -> Callable:
                     mesh_boost: float | None, **kwargs: Any) -> Any:
         boosts = None if title_boost is None and mesh_boost is None else Boosts(title_boost or 0, mesh_boost or 0)
         search = SearchSettings(mode=mode, lam=lam, fields=fields, candidates=candidates, exact_limit=exact_limit,
-                                precision=precision, filters=filters, device=kwargs.get("device", "auto"),
-                                syntax=syntax, feedback=Feedback.named(feedback) if feedback else None,
+                                placement=AskedPlacement(precision, kwargs.get("device", "auto")),
+                                filters=filters, syntax=syntax, feedback=Feedback.named(feedback) if feedback else None,
                                 boosts=boosts)
         return command(*args, search=search, **kwargs)
 
@@ -240,7 +242,7 @@ def rerank_options(command: Callable) -> Callable:
 def reranker_options(command: Callable) -> Callable:
     """Which cross-encoder reranks, how deep and on which backend (``tune-rerank`` takes these, not the weight)."""
     from biorank.models.cross_encoder import LENGTHS
-    from biorank.models.placement import PRECISIONS
+    from biorank.models.placement import PRECISIONS, AskedPlacement
     from biorank.pipeline import PipelineSettings
 
     return apply(command, [
@@ -255,9 +257,53 @@ def reranker_options(command: Callable) -> Callable:
                      topic="rerank", help="Word pieces of query + title + abstract read; 512 reads nearly all "
                      "abstracts whole, in over twice the time."),
         click.option("--rerank-precision", type=click.Choice(["auto", *PRECISIONS]),
-                     default=default(PipelineSettings, "precision"), show_default=True, cls=Expert,
+                     default=default(AskedPlacement, "precision"), show_default=True, cls=Expert,
                      topic="precision", help="The cross-encoder's backend; see `biorank help precision`."),
     ])
+
+
+def pipeline_options(command: Callable) -> Callable:
+    """The options of the stages after the first, below :func:`search_options`: the command gets one ``system``
+    (:class:`~biorank.pipeline.PipelineSettings` over that ``search``, its models on the checked ``--device``) and
+    ``page``, the page of ``-k`` hits wanted. Each value is checked where its settings field is."""
+    from biorank.pipeline import MAX_DEPTH
+    from biorank.stages.diversity import DEDUPE_THRESHOLD, SORTS
+    from biorank.stages.facets import parse_facets
+
+    @functools.wraps(command)
+    def with_system(*args: Any, search: SearchSettings, device: str, rerank: bool, snippets: bool, rescore: bool,
+                    facets: str | None, dedupe: float | None, mmr: float | None, sort: str,
+                    **kwargs: Any) -> Any:
+        rerank_options = {name: kwargs.pop(name) for name in RERANK_OPTIONS}
+        system = pipeline_settings(search=search, device=device, rerank=rerank,
+                                   snippets="tuned" if snippets or rescore else None, rescore=rescore,
+                                   facets=parse_facets(facets) if facets else None, dedupe=dedupe, mmr=mmr,
+                                   sort=sort, **rerank_options)
+        return command(*args, system=system, **kwargs)
+
+    return apply(with_system, [
+        click.option("--rerank", is_flag=True, help="Reorder the top --rerank-depth hits with the cross-encoder."),
+        rerank_options,
+        device_option,
+        click.option("--snippets", is_flag=True, help="Show each hit's best sentences, query terms highlighted "
+                     "(`biorank help snippets`)."),
+        click.option("--rescore", is_flag=True, help="Also reorder the top 10 by S_doc, their best sentences' "
+                     "score (implies --snippets)."),
+        click.option("--facets", metavar="NAMES", help="Facets over the top 200 hits: year,journal,mesh,pt or all."),
+        click.option("--dedupe", type=click.FloatRange(0, 1, min_open=True), is_flag=False,
+                     flag_value=DEDUPE_THRESHOLD, default=None, metavar="[COSINE]",
+                     help=f"Drop hits this close (cosine) to a better one [{DEDUPE_THRESHOLD:g}]."),
+        click.option("--mmr", type=click.FloatRange(0, 1), default=None, metavar="LAMBDA",
+                     help=f"Reorder the top {MAX_DEPTH} by maximal marginal relevance."),
+        click.option("--sort", type=click.Choice(SORTS), default="relevance", show_default=True,
+                     help=f"By score, or newest first in the top {MAX_DEPTH}."),
+        click.option("--page", type=click.IntRange(1), default=1, show_default=True, metavar="N",
+                     help=f"Page N of -k hits (pages end at hit {MAX_DEPTH})."),
+    ])
+
+
+RERANK_OPTIONS = ("reranker_model", "rerank_depth", "rerank_weight", "rerank_length", "rerank_precision")
+"""The parameters :func:`rerank_options` gives a command, which :func:`pipeline_settings` takes."""
 
 
 def training_options(command: Callable | None = None, *, topics_required: bool = True) -> Callable:
@@ -302,37 +348,47 @@ def client(settings: ConnectionSettings) -> OpenSearch:
     return connect(settings, echo=echo)
 
 
-def searcher(settings: ConnectionSettings, index_name: str, search: SearchSettings | None = None,
-             **changes: Any) -> Searcher:
+def searcher(settings: ConnectionSettings, index_name: str, search: SearchSettings | None = None, *,
+             precision: str | None = None, device: str | None = None, **changes: Any) -> Searcher:
     """The searcher of ``index_name`` with first-stage settings ``search`` (:func:`search_options`' own, else the
-    defaults), ``changes`` setting some of their fields (mode, fields, precision, device)."""
+    defaults), ``changes`` setting some of their fields (mode, fields), ``precision`` and ``device`` the query
+    encoder's placement."""
     from biorank.retrieval.searcher import Searcher, SearchSettings
 
-    given = {key: value for key, value in changes.items() if value is not None}
-    found = Searcher.open(client(settings), index_name, replace(search or SearchSettings(), **given))
+    search = search or SearchSettings()
+    placement = replace(search.placement, **_given(precision=precision, device=device))
+    found = Searcher.open(client(settings), index_name, replace(search, placement=placement, **_given(**changes)))
     if found.needs_encoder:
         fetch_model(found.record.encoder_source)
     return found
 
 
-def pipeline_settings(searcher: Searcher | None = None, *, filters: Filters | None = None,
+def pipeline_settings(searcher: Searcher | None = None, *, search: SearchSettings | None = None,
+                      filters: Filters | None = None,
                       reranker_model: str | None = None, rerank_depth: int | None = None,
                       rerank_weight: float | None = None, rerank_length: int | None = None,
                       rerank_precision: str | None = None, device: str | None = None,
                       **flags: Any) -> PipelineSettings:
-    """The pipeline settings of a command's options over ``searcher``'s first stage (or the default first stage
-    with ``filters`` and ``device``); ``device`` runs the cross-encoder too; ``flags`` are the other fields
-    (rerank, snippets, ...)."""
+    """The pipeline settings of a command's options over the first stage of ``search``, else ``searcher``'s, else
+    the default one with ``filters`` and ``device``; ``device`` runs the cross-encoder too; ``flags`` are the other
+    fields (rerank, snippets, ...)."""
+    from biorank.models.placement import AskedPlacement
     from biorank.pipeline import PipelineSettings
     from biorank.retrieval.searcher import SearchSettings
 
-    search = searcher.settings if searcher else None
+    search = search or (searcher.settings if searcher else None)
     if search is None and (filters or device):
-        search = SearchSettings(**{k: v for k, v in (("filters", filters), ("device", device)) if v})
-    given = {"search": search, "reranker": reranker_model,
-             "rerank_depth": rerank_depth, "rerank_weight": rerank_weight, "rerank_length": rerank_length,
-             "precision": rerank_precision, "device": device, **flags}
-    return PipelineSettings(**{k: v for k, v in given.items() if v is not None})
+        search = SearchSettings(**_given(filters=filters or None,
+                                         placement=AskedPlacement(device=device) if device else None))
+    placement = AskedPlacement(**_given(precision=rerank_precision, device=device))
+    return PipelineSettings(**_given(search=search, reranker=reranker_model, rerank_depth=rerank_depth,
+                                     rerank_weight=rerank_weight, rerank_length=rerank_length, placement=placement,
+                                     **flags))
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The values an option was given: None is an option left unset, which leaves the settings' default."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def query_log(settings: ConnectionSettings, client: OpenSearch, command: str, no_log: bool) -> QueryLog:
@@ -351,3 +407,68 @@ def comma_list(value: str, option: str) -> tuple[str, ...]:
     if not items:
         raise click.BadParameter("give at least one name", param_hint=option)
     return items
+
+
+def reading_options(command: Callable) -> Callable:
+    """``--format`` and the fields of JSON Lines: how ``index`` and ``encode`` read PATHS. What they read with is
+    one ``reading`` (:func:`reading`), so these and the other reading options below carry the ranges and defaults of
+    :class:`~biorank.indexer.batches.IndexOptions`, the object the indexer checks and ``encode``'s manifest records."""
+    from biorank.indexer.readers import FORMATS
+
+    return apply(command, [
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+                     metavar="FORMAT", help=f"{', '.join(FORMATS)}; auto looks at the name and first record."),
+        *(click.option(f"--{name}-field", cls=Expert, topic="index",
+                       help=f"For --format jsonl: the field holding the {holds} [default: {name}].")
+          for name, holds in (("id", "id"), ("title", "title"), ("text", "abstract"))),
+    ])
+
+
+def batch_size_option(command: Callable) -> Callable:
+    from biorank.indexer.batches import IndexOptions
+
+    return click.option("--batch-size", type=click.IntRange(1), default=default(IndexOptions, "batch_size"),
+                        show_default=True, help="Documents per encoder batch and bulk round.")(command)
+
+
+def no_sentences_option(help: str = "Skip the sentences (no snippets later).") -> Callable:
+    return click.option("--no-sentences", is_flag=True, help=help)
+
+
+def max_record_bytes_option(command: Callable) -> Callable:
+    from biorank.indexer.batches import IndexOptions
+
+    return click.option(
+        "--max-record-bytes", type=click.IntRange(1), show_default=True,
+        default=default(IndexOptions, "max_record_bytes"), cls=Expert, topic="index",
+        help="A record whose title + abstract is longer (UTF-8 bytes) is rejected, not indexed.")(command)
+
+
+def rejects_option(where: str = "./biorank-rejects-NAME.tsv") -> Callable:
+    """``--rejects``, whose default file (``where``) each command says in its own terms."""
+    return click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help=f"Where unusable records are listed [default: {where}, only if any].")
+
+
+READING = {"fmt": "format", "id_field": "id_field", "title_field": "title_field", "text_field": "text_field",
+           "batch_size": "batch_size", "max_record_bytes": "max_record_bytes", "rejects": "rejects"}
+"""The reading options' parameters (:func:`reading_options`, :func:`batch_size_option`,
+:func:`max_record_bytes_option`, :func:`rejects_option`) and the :class:`~biorank.indexer.batches.IndexOptions`
+fields they set; ``--no-sentences`` sets ``sentences``, the other way round."""
+
+
+def reading(command: Callable) -> Callable:
+    """Hands the command one ``reading`` (:class:`~biorank.indexer.batches.IndexOptions`) made of the reading
+    options it has, wherever its ``--help`` shows them (they do not stand together: the encoder's come between);
+    those it has not keep the dataclass's defaults, and the command sets the other fields (the index, its settings)
+    with :func:`dataclasses.replace`."""
+    from biorank.indexer.batches import IndexOptions
+
+    @functools.wraps(command)
+    def with_reading(*args: Any, **kwargs: Any) -> Any:
+        given = {field: kwargs.pop(name) for name, field in READING.items() if name in kwargs}
+        if "no_sentences" in kwargs:
+            given["sentences"] = not kwargs.pop("no_sentences")
+        return command(*args, reading=IndexOptions(**given), **kwargs)
+
+    return with_reading

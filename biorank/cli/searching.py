@@ -1,9 +1,10 @@
-"""Commands that search: the demo, one query, a query set into a TREC run."""
+"""Commands that search: the demo, one query, a query set into a TREC run, the articles similar to one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,11 +21,12 @@ from biorank.cli.render import (
     record_progress,
     say,
 )
-from biorank.cli.reordering import reorder_options
 from biorank.config import ConnectionSettings
 from biorank.export import FILE_FORMATS, FORMATS
+from biorank.retrieval.similar import SIMILAR_DEFAULT, SIMILAR_MODES
 
 if TYPE_CHECKING:
+    from biorank.pipeline import PipelineSettings
     from biorank.retrieval.searcher import SearchSettings
 
 
@@ -43,6 +45,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
     (--rerank: then the shipped cross-encoder; --snippets: the best sentences too)."""
     from biorank.demo import DEMO_INDEX, DEMO_QUERY, SAMPLE_SIZE, index_sample
     from biorank.models.encoder import DEFAULT_MODEL, Encoder
+    from biorank.models.placement import AskedPlacement
     from biorank.pipeline import Pipeline
     from biorank.retrieval.searcher import Searcher
 
@@ -55,7 +58,7 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
          f"{report.unchanged} already in)")
     system = "hybrid" + ("+rerank" if rerank else "") + ("+snippets" if snippets else "")
     pipeline = Pipeline.build(system, Searcher.open(client, DEMO_INDEX, encoder=encoder), highlight=True,
-                              device=device)
+                              placement=AskedPlacement(device=device))
     answer = pipeline.search(query or DEMO_QUERY, k, log=options.query_log(settings, client, "demo", no_log))
     console().print(hits_table(answer.hits, f"{system} top {k} (λ = {pipeline.searcher.lam:g}) for: {answer.query}"))
     if answer.snippets is not None:
@@ -73,20 +76,11 @@ def demo(settings: ConnectionSettings, query: str | None, k: int, rerank: bool, 
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--show-query", is_flag=True, help="Print every request body sent, for Dashboards Dev Tools.")
 @click.option("--explain", is_flag=True, help="Ask OpenSearch how each score was made and print it.")
-@click.option("--rerank", is_flag=True, help="Reorder the top --rerank-depth hits with the cross-encoder.")
-@options.rerank_options
-@options.device_option
-@click.option("--snippets", is_flag=True, help="Show each hit's best sentences, query terms highlighted (`biorank "
-              "help snippets`).")
-@click.option("--rescore", is_flag=True, help="Also reorder the top 10 by S_doc, their best sentences' score "
-              "(implies --snippets).")
-@click.option("--facets", metavar="NAMES", help="Facets over the top 200 hits: year,journal,mesh,pt or all.")
-@reorder_options
+@options.pipeline_options
 @options.log_option
 @click.pass_obj
-def query(settings: ConnectionSettings, text: str, index_name: str, search: SearchSettings, k: int, fmt: str,
-          as_json: bool, show_query: bool, explain: bool, rerank: bool, snippets: bool, rescore: bool, no_log: bool,
-          device: str, facets: str | None, reorder: dict, page: int, **rerank_options: object) -> None:
+def query(settings: ConnectionSettings, text: str, index_name: str, k: int, fmt: str, as_json: bool,
+          show_query: bool, explain: bool, system: PipelineSettings, page: int, no_log: bool) -> None:
     """Search the index for TEXT and show the documents with every part of their score.
 
     \b
@@ -98,16 +92,13 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
     import json
 
     from biorank.pipeline import Pipeline, page_depth
-    from biorank.stages.facets import parse_facets
 
     if as_json and fmt not in ("table", "json"):
         raise click.UsageError(f"--json is --format json; give --json or --format {fmt}, not both")
     depth = page_depth(page, k)
+    search = system.search
     searcher = options.searcher(settings, index_name, search)
-    pipeline = Pipeline.build(options.pipeline_settings(
-        searcher, device=device, rerank=rerank, snippets="tuned" if snippets or rescore else None, rescore=rescore,
-        highlight=True, explain=explain, facets=parse_facets(facets) if facets else None, **reorder,
-        **rerank_options), searcher)
+    pipeline = Pipeline.build(replace(system, highlight=True, explain=explain), searcher)
     parsed = pipeline.searcher.parse(text)
     notes = pipeline.notes + list(parsed.notes if parsed else ())
     if show_query:
@@ -135,8 +126,6 @@ def query(settings: ConnectionSettings, text: str, index_name: str, search: Sear
         click.echo(render(fmt, rows, tag=f"biorank-{search.mode}"), nl=False)
     else:
         parts = [f"λ = {pipeline.searcher.lam:g}"] if pipeline.searcher.settings.mode_class.weighs_lambda else []
-        if pipeline.searcher.feedback:
-            parts.append(f"feedback {pipeline.searcher.feedback.name}")
         if pipeline.searcher.boosts:
             parts.append(f"boosts {pipeline.searcher.boosts.name}")
         if searcher.needs_encoder:
@@ -193,3 +182,38 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, fmt: s
     with output.open("w", encoding="utf-8", newline="") as f:
         f.write(render(fmt, rows, tag=f"biorank-{search.mode}"))
     say(f"{len(answers)} queries, {len(rows)} hits written to {output} as {fmt}")
+
+
+@cli.command()
+@click.argument("doc_id", metavar="ID")
+@options.index_option()
+@click.option("-k", type=options.SHOWN, default=10, show_default=True, help="How many similar documents.")
+@click.option("--mode", type=click.Choice(SIMILAR_MODES), default=SIMILAR_DEFAULT, show_default=True,
+              help="dense: the vector alone; hybrid: λ·BM25 + ⟨v, p⟩ with the index's λ; bm25: the terms alone.")
+@options.filter_options
+@click.option("--json", "as_json", is_flag=True, help="Hits as JSON lines (id, title, rank, score parts).")
+@click.pass_obj
+def similar(settings: ConnectionSettings, doc_id: str, index_name: str, k: int, mode: str, filters: Any,
+            as_json: bool) -> None:
+    """Show the documents most similar to stored document ID (a PMID, a SciFact id): its own block-0 vector and
+    its title and abstract's most distinctive terms (more_like_this) as the query, the document left out.
+
+    \b
+    Examples:
+      biorank similar 4983 --index scifact
+      biorank similar 26903374 --index pubmed --mode dense --year 2015-
+    """
+    from biorank.retrieval.searcher import SearchSettings
+    from biorank.retrieval.similar import similar_articles
+
+    searcher = options.searcher(settings, index_name, SearchSettings(mode=mode, filters=filters))
+    found = similar_articles(searcher, doc_id, k)
+    if as_json:
+        for hit in found.hits:
+            click.echo(json_text(hit.to_dict()))
+        return
+    lam = f"; λ = {found.lam:g}" if found.lam is not None else ""
+    console().print(hits_table(found.hits, f"{found.mode} top {k} similar to {doc_id} in {index_name}{lam}: "
+                                           f"{found.title}"))
+    if not found.hits:
+        echo("no similar documents found")

@@ -56,7 +56,7 @@ def serve(settings: ConnectionSettings, index_name: str, host: str, port: int, a
         echo(f"warning: serving on {host} without --api-key: anyone who can reach this address can search "
              f"{index_name}")
     searcher = options.searcher(settings, index_name, precision=precision, device=device)
-    served = ServiceSettings(index=index_name, api_key=api_key, precision=precision, device=device,
+    served = ServiceSettings(index=index_name, api_key=api_key, placement=searcher.settings.placement,
                              pipeline=options.pipeline_settings(device=device, **rerank_options),
                              query_log=settings.query_log and not no_log)
     service = SearchService(searcher.client, served, query_log_index=settings.query_log_index, searcher=searcher)

@@ -335,9 +335,10 @@ def train_snippet_scorer(data: Path, out: Path, max_queries: int | None, seed: i
     cosine, IDF-weighted exact match, IDF-weighted cosine) and gives a distance; it learns from the triplet
     margin loss on every sentence and snippet judgement of DATA (SciFact evidence sentences, BioASQ 7B-9B gold
     snippets), easy negatives first, then hard ones. The dev splits of gather-supervision are held out and
-    give the loss each epoch. Needs torch (biorank[train]); no cluster. The scorer it writes runs in ONNX
-    Runtime: give it to the snippet stage from Python (SnippetScorer(..., metric=MetricScorer.load(OUT))) or
-    put its files in place of the shipped one (biorank/models/metric/, whose card has the command that made it).
+    give the loss each epoch. Interrupted? Run the same command again: it resumes from OUT/checkpoint. Needs
+    torch (biorank[train]); no cluster. The scorer it writes runs in ONNX Runtime: give it to the snippet stage
+    from Python (SnippetScorer(..., metric=MetricScorer.load(OUT))) or put its files in place of the shipped one
+    (biorank/models/metric/, whose card has the command that made it).
 
     DATA is a folder of sources as `biorank gather-supervision` reads them (scifact/, bioasq/, nfcorpus/,
     pubmedqa/, pubmed/), gathered here, or a folder it wrote.

@@ -48,6 +48,7 @@ __all__ = [
     "GPU_PAIR_TOKENS",
     "GRAPHS",
     "PRECISIONS",
+    "AskedPlacement",
     "Backend",
     "DeviceError",
     "Placement",
@@ -340,6 +341,11 @@ def _auto(stage: TextKind, device: str | None, measured: Mapping[str, float] | N
     return fastest(cpu_candidates(stage), measured) if measured else "onnx"
 
 
+def _check_name(precision: str) -> None:
+    if precision != "auto" and precision not in PRECISIONS:
+        raise DeviceError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {precision!r}")
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where and how one model runs: its backend, its numeric precision and its device (``cpu``, ``cuda``,
@@ -387,11 +393,9 @@ class Placement:
             The placement, its device resolved.
 
         Raises:
-            ValueError: an unknown name.
-            DeviceError: a device that is not here, or a name that does not run on it.
+            DeviceError: an unknown name, a device that is not here, or a name that does not run on it.
         """
-        if asked != "auto" and asked not in PRECISIONS:
-            raise ValueError(f"precision must be auto or one of {', '.join(PRECISIONS)}, not {asked!r}")
+        _check_name(asked)
         if in_torch:
             target = resolve_device(device)
             if asked == "auto":
@@ -404,3 +408,24 @@ class Placement:
         if name in GRAPHS:
             return cls(*GRAPHS[name], "cpu")
         return cls("torch", name, resolve_device(device))
+
+
+@dataclass(frozen=True)
+class AskedPlacement:
+    """A placement as asked for: a ``--precision`` name (or "auto") and a device (``auto``, ``cpu``, ``cuda``,
+    ``cuda:N``). Settings carry this, one per model, rather than a :class:`Placement`: choosing needs the model's
+    stage, this machine's timings and sometimes torch (:meth:`Placement.choose`, when the model loads), and
+    building settings does no I/O. Names are checked here, what the machine has when the model loads.
+
+    Example:
+        >>> AskedPlacement("int8", "cpu")
+        AskedPlacement(precision='int8', device='cpu')
+    """
+
+    precision: Precision = DEFAULT_PRECISION
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check_name(self.precision)
+        if not DEVICE_PATTERN.fullmatch(self.device):
+            raise DeviceError(f"device {self.device!r}: use {DEVICE_HELP}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from biorank.errors import BiorankError
+from biorank.models.placement import AskedPlacement
 from biorank.retrieval.boosts import Boosts
 from biorank.retrieval.feedback import (
     Feedback,
@@ -83,10 +84,8 @@ class SearchSettings:
 
     ``fields`` is the BM25 field set; ``None`` means ``text`` for ``bm25`` and ``passage`` for the modes that
     combine BM25 with vectors (which score blocks, so BM25 must be of the same block). ``candidates`` is K of
-    ``hybrid-approx``, ``rrf`` and ``minmax``. ``precision`` is the query encoder's backend
-    (:data:`~biorank.models.placement.PRECISIONS`; "auto" is ONNX Runtime, which starts without torch) and
-    ``device`` where it runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``; "auto" encodes queries in ONNX Runtime on
-    the CPU, :mod:`biorank.models.placement`).
+    ``hybrid-approx``, ``rrf`` and ``minmax``. ``placement`` is where the query encoder runs: "auto" is ONNX Runtime
+    on the CPU, which starts without torch, unless a GPU is named (:mod:`biorank.models.placement`).
     ``filters`` restrict every mode to the documents of some years, journals or MeSH headings
     (:class:`~biorank.retrieval.filters.Filters`). ``syntax`` is how a query's text is read
     (:data:`~biorank.retrieval.syntax.SYNTAXES`): ``auto`` reads PubMed's syntax in a query that uses it
@@ -101,8 +100,7 @@ class SearchSettings:
     fields: str | None = None
     candidates: int = 1000
     rrf_k: int = 60
-    precision: str = "auto"
-    device: str = "auto"
+    placement: AskedPlacement = field(default_factory=AskedPlacement)
     filters: Filters = field(default_factory=Filters)
     exact_limit: int = EXACT_LIMIT
     union_candidates: int = UNION_CANDIDATES
@@ -291,8 +289,8 @@ class Searcher:
             from biorank.models.prefixes import Prefixes
 
             encoder = Encoder(self.record.encoder_source, stage="queries",
-                              precision=self.settings.precision,  # type: ignore[arg-type]
-                              device=self.settings.device,
+                              precision=self.settings.placement.precision,
+                              device=self.settings.placement.device,
                               prefixes=Prefixes.from_mapping(self.record.prefixes))
             verify_record(self.record, model=encoder.model_name)
             self._encoder = encoder

@@ -41,6 +41,7 @@ from starlette.exceptions import HTTPException
 
 from biorank.config import biorank_version
 from biorank.errors import BiorankError
+from biorank.models.placement import AskedPlacement
 from biorank.pipeline import MAX_DEPTH, Pipeline, PipelineSettings
 from biorank.retrieval.filters import Filters
 from biorank.retrieval.searcher import MAX_QUERY_CHARS, MODES, Searcher, SearchSettings
@@ -52,7 +53,7 @@ from biorank.service.lanes import Lane, ServiceError
 from biorank.service.page import render_page
 from biorank.stages.diversity import DEDUPE_THRESHOLD, SORTS
 from biorank.stages.facets import FACETS
-from biorank.stages.marks import marked_titles
+from biorank.stages.marks import titles_and_fields
 from biorank.store.failures import describe
 from biorank.store.inspection import NotFound, first_blocks, inspect_document
 from biorank.store.query_log import QueryLog
@@ -77,15 +78,14 @@ waiting (seconds each on a CPU), after which a client is better told to come bac
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    """What ``biorank serve`` serves: an index, its query encoder's backend and device, the reranker's settings
-    (``pipeline``: the cross-encoder, depth, weight, backend, device; each request sets the mode, switches and
+    """What ``biorank serve`` serves: an index, its query encoder's placement, the reranker's settings
+    (``pipeline``: the cross-encoder, depth, weight, placement; each request sets the mode, switches and
     filters), optionally behind an API key; ``rerank_queue``: how many requests that rerank or ask for snippets
     may wait for the models beyond the one running (more are answered 503 with ``Retry-After``)."""
 
     index: str
     api_key: str | None = None
-    precision: str = "auto"
-    device: str = "auto"
+    placement: AskedPlacement = field(default_factory=AskedPlacement)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     query_log: bool = True
     rerank_queue: int = RERANK_QUEUE
@@ -182,8 +182,7 @@ class SearchService:
         """
         if self._searcher is None:
             self._searcher = Searcher.open(self.client, self.settings.index,
-                                           SearchSettings(precision=self.settings.precision,
-                                                          device=self.settings.device))
+                                           SearchSettings(placement=self.settings.placement))
         self._searcher.load()
         return self._searcher
 
@@ -211,12 +210,12 @@ class SearchService:
             answer = pipeline.search(request.q, depth, log=self.log)  # type: ignore[arg-type]
         self.log.flush()
         hits = answer.to_dicts()[depth - request.k:]
-        self._describe(hits)
-        titles = marked_titles(self.client, self.settings.index, answer.words, [h["id"] for h in hits],
-                               refused=BiorankError)
+        found = titles_and_fields(self.client, self.settings.index, answer.words, [h["id"] for h in hits], METADATA,
+                                  refused=BiorankError)
+        self._describe(hits, {doc_id: fields for doc_id, (fields, _) in found.items()})
         for hit in hits:
-            if hit["id"] in titles:
-                hit["title_matches"] = [list(span) for span in titles[hit["id"]]]
+            if spans := found.get(hit["id"], ({}, ()))[1]:
+                hit["title_matches"] = [list(span) for span in spans]
         return {"query": request.q, "index": self.settings.index, "system": pipeline.name,
                 "lambda": pipeline.searcher.lam, "filters": filters.describe() if filters else None,
                 "page": request.page, "k": request.k, "more": len(answer.hits) == depth and depth < MAX_DEPTH,
@@ -249,9 +248,11 @@ class SearchService:
         self._describe(answer["hits"])
         return answer | {"ms": {"similar": round((time.perf_counter() - started) * 1000, 1)}}
 
-    def _describe(self, hits: list[dict[str, Any]]) -> None:
-        """Each hit's metadata (journal, year, MeSH) and, for a PMID, its PubMed address, in place."""
-        metadata = first_blocks(self.client, self.settings.index, [h["id"] for h in hits], METADATA)
+    def _describe(self, hits: list[dict[str, Any]], metadata: dict[str, dict] | None = None) -> None:
+        """Each hit's metadata (journal, year, MeSH: ``metadata`` where the caller read it already) and, for a PMID,
+        its PubMed address, in place."""
+        if metadata is None:
+            metadata = first_blocks(self.client, self.settings.index, [h["id"] for h in hits], METADATA)
         for hit in hits:
             hit |= {key: value for key, value in metadata.get(hit["id"], {}).items() if value not in (None, [])}
             if PMID.match(hit["id"]):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from biorank.store.msearch import msearch
 
@@ -143,21 +143,52 @@ def marked_titles(client: OpenSearch, index: str, query: str, doc_ids: Sequence[
         >>> marked_titles(client, "scifact", "vitamin D", ["3701541"], refused=BiorankError)  # doctest: +SKIP
         {'3701541': ((25, 32), (33, 34))}
     """
+    if not query.strip():
+        return {}
+    found = titles_and_fields(client, index, query, doc_ids, (), refused=refused)
+    return {doc_id: spans for doc_id, (_, spans) in found.items() if spans}
+
+
+def titles_and_fields(client: OpenSearch, index: str, query: str, doc_ids: Sequence[str], fields: Sequence[str], *,
+                      refused: type[BiorankError]) -> dict[str, tuple[dict[str, Any], Spans]]:
+    """``fields`` of each document's first block and the spans of its title that ``query`` marks (none for an empty
+    query), in one search: a results page needs both, and one search is one round trip to the cluster.
+
+    Args:
+        client: the cluster's client.
+        index: the documents index.
+        query: the words to mark.
+        doc_ids: the documents; ids not in the index are left out.
+        fields: the stored fields wanted besides the title.
+        refused: the error to raise, in one line, where OpenSearch refuses the search.
+
+    Returns:
+        Document id -> (its ``fields``, the spans of its title).
+
+    Example:
+        >>> found = titles_and_fields(client, "scifact", "vitamin D", ["3701541"], ("year",),  # doctest: +SKIP
+        ...                           refused=BiorankError)
+        >>> found  # doctest: +SKIP
+        {'3701541': ({'year': 2012}, ((25, 32), (33, 34)))}
+    """
     from biorank.store.failures import reason
 
     ids = list(dict.fromkeys(doc_ids))
-    if not ids or not query.strip():
+    if not ids:
         return {}
-    body = {"size": len(ids), "_source": ["id", "title"],
-            "query": {"bool": {"filter": [{"terms": {"id": ids}}, {"term": {"block": 0}}],
-                               "should": [{"match": {"title": query}}]}},
-            "highlight": highlight_request("title")}
+    marking = bool(query.strip())
+    body: dict[str, Any] = {"size": len(ids), "_source": ["id", "title", *fields],
+                            "query": {"bool": {"filter": [{"terms": {"id": ids}}, {"term": {"block": 0}}]}}}
+    if marking:
+        body["query"]["bool"]["should"] = [{"match": {"title": query}}]
+        body["highlight"] = highlight_request("title")
     [response] = msearch(client, [{"index": index}, body],
                          refused=lambda _, error: refused(f"OpenSearch refused to mark the titles: {reason(error)}"))
     found = {}
     for hit in response["hits"]["hits"]:
-        title = hit["_source"].get("title", "")
-        spans = readable(tagged_spans((hit.get("highlight", {}).get("title") or [None])[0], title), title, query)
-        if spans:
-            found[hit["_source"]["id"]] = spans
+        source = hit["_source"]
+        title = source.get("title", "")
+        spans = readable(tagged_spans((hit.get("highlight", {}).get("title") or [None])[0], title), title,
+                         query) if marking else ()
+        found[source["id"]] = ({field: source[field] for field in fields if field in source}, spans)
     return found

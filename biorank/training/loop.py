@@ -3,13 +3,16 @@
 A trainer supplies the loss of one step (``loss_at(epoch, position)``), how to validate on the development
 split and how to save the model; :func:`run_epochs` does the rest the same way for every model. A
 checkpoint every ``checkpoint_every`` steps (weights, optimiser, schedule, position and random state) lets an
-interrupted run continue where it was, and it is refused when the recipe changed since.
+interrupted run continue where it was, and it is refused when the recipe changed since. What differs between
+trainers is an argument of :func:`run_epochs` rather than another loop: the transformers' gradient clipping and
+linear schedule, the sentence scorer's plain Adam, its running training loss and its easy/hard phases.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import random
 import shutil
 import time
@@ -25,6 +28,9 @@ from biorank.models.placement import DeviceError, Placement
 from biorank.types import Qrels, StageProgress
 
 CHECKPOINT = "checkpoint"
+TRAIN_LOSS = "train loss"
+RUNNING = "running train loss"
+"""The checkpoint's record of the epoch so far: summed ``loss x weight`` and summed weight."""
 METRIC = "nDCG@10"
 UNSEEN_METRIC = "nDCG@10 dev-unseen"
 """The figure on the dev queries none of whose documents a training query has (``--split dev-unseen``): where a
@@ -163,15 +169,19 @@ class Checkpoint:
     save_model: Callable[[Path], None]
     load_model: Callable[[Path], None]
 
-    def save(self, optimizer: Any, schedule: Any, step: int, history: list[dict]) -> None:
+    def save(self, optimizer: Any, schedule: Any, step: int, history: list[dict],
+             extra: Mapping[str, Any] | None = None) -> None:
+        """Weights, optimiser, schedule (None: a constant rate), torch's random state, the step, the history and
+        ``extra`` (what else a resumed run needs: the epoch's running training loss)."""
         import torch
 
         partial = self.folder.with_name(self.folder.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         self.save_model(partial)
-        torch.save({"optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+        torch.save({"optimizer": optimizer.state_dict(),
+                    "schedule": None if schedule is None else schedule.state_dict(),
                     "rng": torch.get_rng_state()}, partial / "trainer.pt")
-        (partial / "state.json").write_text(json.dumps({"step": step, "history": history,
+        (partial / "state.json").write_text(json.dumps({"step": step, "history": history, **(extra or {}),
                                                         "config": asdict(self.config)}, indent=2))
         # Swapped in whole, so a kill while saving leaves the previous checkpoint intact.
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -191,7 +201,8 @@ class Checkpoint:
         self.load_model(self.folder)
         saved = torch.load(self.folder / "trainer.pt", weights_only=False)
         optimizer.load_state_dict(saved["optimizer"])
-        schedule.load_state_dict(saved["schedule"])
+        if schedule is not None:
+            schedule.load_state_dict(saved["schedule"])
         torch.set_rng_state(saved["rng"])
         log(f"resuming from the checkpoint at step {state['step']}")
         return state
@@ -222,60 +233,84 @@ def run_epochs(model: Any, optimizer: Any, schedule: Any, config: Any, out: Path
                total_steps: int, loss_at: Callable[[int, int], Any],
                validate: Callable[[], float | Mapping[str, float]],
                baseline: tuple[str, float], started: float, progress: StageProgress | None,
-               log: Callable[[str], None]) -> EpochsResult:
+               log: Callable[[str], None], clip_norm: float | None = 1.0,
+               weight_at: Callable[[int, int], float] | None = None,
+               facts: Callable[[int], Mapping[str, str]] | None = None) -> EpochsResult:
     """Train from the checkpoint's step (or 0) to ``total_steps``, validating after every complete epoch.
 
-    ``config`` is the recipe (``epochs``, ``checkpoint_every``); ``loss_at(epoch, position)`` is the loss of step
-    ``position`` of ``epoch``. ``save_model(folder)`` writes the weights: into ``out`` whenever an epoch's dev
-    score beats every earlier one's (every epoch with ``config.keep == "last"``), and into the checkpoint
-    (``out/checkpoint``), which ``load_model(folder)`` reads back on resuming. ``baseline`` (name, score) is
-    what the log compares with. ``validate`` gives the dev figure, or figures by name (:data:`METRIC` and
-    :data:`UNSEEN_METRIC`, which then chooses the best epoch: :func:`chosen`).
+    ``config`` is the recipe (``epochs``, ``checkpoint_every``, ``keep``); ``loss_at(epoch, position)`` is the
+    loss of step ``position`` of ``epoch`` (both from 0). ``save_model(folder)`` writes the weights: into ``out``
+    whenever an epoch's dev score beats every earlier one's (every epoch with ``config.keep == "last"``), and into
+    the checkpoint (``out/checkpoint``), which ``load_model(folder)`` reads back on resuming. ``baseline`` (name,
+    score) is what the log compares with. ``validate`` gives the dev figure, or figures by name (:data:`METRIC`
+    and :data:`UNSEEN_METRIC`, which then chooses the best epoch: :func:`chosen`; other names only with
+    ``keep == "last"``, as nothing says which way they are better).
+
+    The rest is what one trainer does differently, each default the transformers' way. ``clip_norm``: the
+    gradient norm clipped to before each step, None for none. ``schedule``: None keeps the optimiser's rate.
+    ``weight_at(epoch, position)``: how many items step ``position``'s mean loss is over; given, each epoch's
+    history has its ``train loss``, their weighted mean (kept in the checkpoint, so a resumed epoch's is whole).
+    ``facts(epoch)`` (from 1): what an epoch is, put after its number in the history and the log.
     """
     import torch
 
     if config.keep not in KEEP:
         raise TrainingError(f"keep must be one of {', '.join(KEEP)}, not {config.keep!r}")
+    keep_last = config.keep == "last"
     checkpoint = Checkpoint(out / CHECKPOINT, config, save_model, load_model)
     epochs, checkpoint_every = config.epochs, config.checkpoint_every
     state = checkpoint.resume(optimizer, schedule, log)
     step, history = state["step"], state["history"]
-    best = max((chosen(h) for h in history), default=-1.0)
+    running = state.get(RUNNING, [0.0, 0.0])  # the epoch's summed loss x weight and weight (with weight_at)
+    best = -1.0 if keep_last else max((chosen(h) for h in history), default=-1.0)
     best_epoch = 0
-    for epoch in range(step // steps_per_epoch, epochs):
+    # From the first epoch not validated: a checkpoint can fall on an epoch's last step, before its validation.
+    for epoch in range(len(history), min(epochs, math.ceil(total_steps / steps_per_epoch))):
         model.train()
         for position in range(step - epoch * steps_per_epoch, steps_per_epoch):
             if step >= total_steps:
                 break
             loss = loss_at(epoch, position)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
             optimizer.step()
-            schedule.step()
+            if schedule is not None:
+                schedule.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
+            if weight_at is not None:
+                weight = weight_at(epoch, position)
+                running = [running[0] + loss.item() * weight, running[1] + weight]
             if progress is not None:
                 progress("training", step, total_steps)
             if step % checkpoint_every == 0:
-                checkpoint.save(optimizer, schedule, step, history)
-        epoch_done = step >= min(total_steps, (epoch + 1) * steps_per_epoch)
-        if not epoch_done:
-            break
+                checkpoint.save(optimizer, schedule, step, history, _extra(weight_at, running))
         validated = validate()
         scores = dict(validated) if isinstance(validated, Mapping) else {METRIC: validated}
-        history.append({"epoch": epoch + 1, "steps": step, **scores,
+        described = dict(facts(epoch + 1)) if facts is not None else {}
+        trained = {TRAIN_LOSS: round(running[0] / max(1, running[1]), 4)} if weight_at is not None else {}
+        running = [0.0, 0.0]
+        history.append({"epoch": epoch + 1, **described, "steps": step, **trained, **scores,
                         "minutes": round((time.perf_counter() - started) / 60, 1)})
-        log(f"epoch {epoch + 1}: " + ", ".join(f"{'' if name == METRIC else 'unseen '}dev {METRIC} {value:.4f}"
-                                              for name, value in scores.items())
-            + f" ({baseline[0]} {baseline[1]:.4f})")
-        score = chosen(scores)
-        if score > best or config.keep == "last":
-            best, best_epoch = score, epoch + 1
+        log(f"epoch {epoch + 1}" + (f" ({', '.join(described.values())})" if described else "") + ": "
+            + figures({**trained, **scores}) + f" ({baseline[0]} {baseline[1]:.4f})")
+        if keep_last or chosen(scores) > best:
+            best_epoch = epoch + 1
+            best = best if keep_last else chosen(scores)
             save_model(out)
-        checkpoint.save(optimizer, schedule, step, history)
-        if step >= total_steps:
-            break
+        checkpoint.save(optimizer, schedule, step, history, _extra(weight_at, running))
     if not best_epoch:  # every epoch was done before a resume
-        best_epoch = len(history) if config.keep == "last" else max(
+        best_epoch = len(history) if keep_last else max(
             range(len(history)), key=lambda i: chosen(history[i])) + 1
     return EpochsResult(step, history, best_epoch)
+
+
+def figures(scores: Mapping[str, float]) -> str:
+    """A log's words for figures by name: nDCG@10 as "dev" and "unseen dev", any other by its name."""
+    names = {METRIC: f"dev {METRIC}", UNSEEN_METRIC: f"unseen dev {METRIC}"}
+    return ", ".join(f"{names.get(name, name)} {value:.4f}" for name, value in scores.items())
+
+
+def _extra(weight_at: Callable[[int, int], float] | None, running: list[float]) -> dict[str, list[float]]:
+    return {} if weight_at is None else {RUNNING: running}

@@ -16,17 +16,22 @@ over the candidates'; a candidate is hard where the positives' density is the la
 ``easy_epochs`` draw from the easy ones, the rest from the hard ones (easy where a query has none).
 
 **Loss.** The triplet margin loss ``mean(max(0, d(q, p+) - d(q, p-) + alpha))`` (Equation 1, with the hinge).
+
+**Loop.** :func:`~biorank.training.loop.run_epochs`, as every trainer: checkpoints that a re-run resumes, the dev
+figures after each epoch. Unlike the transformers it keeps the optimiser's rate (plain Adam, no schedule), clips
+no gradient and keeps the last epoch (the dev loss of a fixed easy-then-hard schedule does not choose one).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from biorank.config import SEED
 from biorank.indexer.sentences import split_sentences
@@ -45,7 +50,7 @@ from biorank.models.metric import (
     tokenizer,
 )
 from biorank.training.card import write_model_card
-from biorank.training.loop import TrainingError
+from biorank.training.loop import TRAIN_LOSS, TrainingError, figures, remove_checkpoint, run_epochs
 from biorank.training.supervision import Supervision, normal_text
 
 if TYPE_CHECKING:
@@ -78,6 +83,18 @@ class MetricTraining:
     max_queries: int | None = None
     """Train on at most this many queries (a smoke test); None takes all."""
     seed: int = SEED
+    checkpoint_every: int = 100
+    """Steps between checkpoints (``out/checkpoint``, besides one after each epoch), which a re-run resumes."""
+    keep: ClassVar[str] = "last"
+    """The epoch ``out`` holds: the schedule's last, as nothing in the dev loss says an earlier one is better."""
+
+    @property
+    def epochs(self) -> int:
+        return self.easy_epochs + self.hard_epochs
+
+    def phase(self, epoch: int) -> str:
+        """The negatives epoch ``epoch`` (from 1) trains on."""
+        return "easy" if epoch <= self.easy_epochs else "hard"
 
 
 @dataclass
@@ -154,16 +171,21 @@ def network(filters: int = 64, hidden: int = 128) -> Any:
 
 def network_from_graph(path: Path) -> Any:
     """The torch network with the weights of a saved graph (``model.onnx``): to compare the two, or go on training."""
+    settings = json.loads((path.parent / SETTINGS).read_text(encoding="utf-8"))
+    model = network(settings["filters"], settings["hidden"])
+    model.load_state_dict(_graph_weights(path, model))
+    return model.eval()
+
+
+def _graph_weights(path: Path, model: Any) -> dict[str, Any]:
+    """``model``'s state dict as the graph at ``path`` holds it (the export keeps each parameter's name)."""
     import onnx
     import torch
     from onnx import numpy_helper
 
     graph = onnx.load(str(path)).graph
     weights = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in graph.initializer}
-    settings = json.loads((path.parent / SETTINGS).read_text(encoding="utf-8"))
-    model = network(settings["filters"], settings["hidden"])
-    model.load_state_dict({name: weights[name] for name in model.state_dict()})
-    return model.eval()
+    return {name: weights[name] for name in model.state_dict()}
 
 
 def triplet_loss(model: Any, positives: Any, negatives: Any, margin: float) -> Any:
@@ -197,7 +219,7 @@ def train_snippet_scorer(supervision: Supervision, encoder_graph: Path, out: Pat
     import numpy as np
     import torch
 
-    started = time.time()
+    started = time.perf_counter()
     torch.manual_seed(config.seed)
     tokens = tokenizer()
     pool, documents = _sentence_pool(supervision)
@@ -239,12 +261,19 @@ def train_snippet_scorer(supervision: Supervision, encoder_graph: Path, out: Pat
     dev_triplets = [(q, p, (q.hard or q.easy)[k % len(q.hard or q.easy)]) for q in dev if q.hard or q.easy
                     for k, p in enumerate(q.positives)]
     report.dev_triplets = len(dev_triplets)
+    drawn = _epoch_triplets(train, config, rng)
+    per_epoch = sum(len(q.positives) for q in train if q.easy or q.hard) * config.negatives_per_positive
+    if not per_epoch and config.epochs:
+        raise TrainingError("no training query has a negative candidate")
+
+    def tensors(triplets: Sequence[tuple[_Query, int, int]]) -> tuple[Any, Any]:
+        """The (positive, negative) similarity tensors of a batch of triplets."""
+        return tuple(torch.from_numpy(np.concatenate([similarity_tensors(vocabulary, q.ids, [pool_ids[t[side]]])
+                                                      for q, *t in triplets])) for side in (0, 1))
 
     def batches(triplets: Sequence[tuple[_Query, int, int]]) -> Any:
         for start in range(0, len(triplets), config.batch_size):
-            chunk = triplets[start : start + config.batch_size]
-            yield tuple(torch.from_numpy(np.concatenate([similarity_tensors(vocabulary, q.ids, [pool_ids[t[side]]])
-                                                         for q, *t in chunk])) for side in (0, 1))
+            yield tensors(triplets[start : start + config.batch_size])
 
     def dev_figures(model: Any) -> dict[str, float]:
         losses, right = [], 0
@@ -258,33 +287,55 @@ def train_snippet_scorer(supervision: Supervision, encoder_graph: Path, out: Pat
 
     model = network(config.filters, config.hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
-    report.history.append({"epoch": 0, "phase": "-", "train loss": None, **dev_figures(model.eval())})
-    log(f"epoch 0: {report.history[-1]}")
-    for epoch in range(1, config.easy_epochs + config.hard_epochs + 1):
-        phase = "easy" if epoch <= config.easy_epochs else "hard"
-        triplets = [(q, p, int(rng.choice(q.hard if phase == "hard" and q.hard else q.easy or q.hard)))
-                    for q in train for p in q.positives for _ in range(config.negatives_per_positive)
-                    if q.easy or q.hard]
-        random.Random(f"{config.seed}:{epoch}").shuffle(triplets)
-        model.train()
-        total = 0.0
-        for positive, negative in batches(triplets):
-            loss = triplet_loss(model, positive, negative, config.margin)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(positive)
-        report.history.append({"epoch": epoch, "phase": phase, "train loss": round(total / max(1, len(triplets)), 4),
-                               **dev_figures(model.eval())})
-        log(f"epoch {epoch}: {report.history[-1]}")
-    report.seconds = round(time.time() - started, 1)
-    save(model, vocabulary, out, config)
+    untrained = dev_figures(model.eval())
+    report.history.append({"epoch": 0, "phase": "-", "steps": 0, TRAIN_LOSS: None, **untrained,
+                           "minutes": round((time.perf_counter() - started) / 60, 1)})
+    log(f"epoch 0 (untrained): {figures(untrained)}")
+
+    def chunk(epoch: int, position: int) -> Sequence[tuple[_Query, int, int]]:
+        return drawn[epoch][position * config.batch_size : (position + 1) * config.batch_size]
+
+    def loss_at(epoch: int, position: int) -> Any:
+        return triplet_loss(model, *tensors(chunk(epoch, position)), config.margin)
+
+    steps_per_epoch = max(1, math.ceil(per_epoch / config.batch_size))
+    out.mkdir(parents=True, exist_ok=True)
+    vocabulary.save(out)  # once: the epochs change the weights only
+    result = run_epochs(
+        model, optimizer, None, config, out, save_model=lambda folder: save(model, None, folder, config),
+        load_model=lambda folder: model.load_state_dict(_graph_weights(folder / GRAPH, model)),
+        steps_per_epoch=steps_per_epoch, total_steps=steps_per_epoch * config.epochs, loss_at=loss_at,
+        validate=lambda: dev_figures(model.eval()), baseline=("untrained dev loss", untrained["dev loss"]),
+        started=started, progress=None, log=log, clip_norm=None,
+        weight_at=lambda epoch, position: len(chunk(epoch, position)),
+        facts=lambda epoch: {"phase": config.phase(epoch)})
+    report.history += result.history
+    report.seconds = round(time.perf_counter() - started, 1)
+    if not result.history:  # no epoch to train: the untrained network, as asked for
+        save(model, None, out, config)
     _card(out, report, config)
+    remove_checkpoint(out)
     return report
 
 
-def save(model: Any, vocabulary: Vocabulary, out: Path, config: MetricTraining) -> None:
-    """``model.onnx`` (fp32, any batch), ``vocabulary.npz`` and ``settings.json`` in ``out``."""
+def _epoch_triplets(train: Sequence[_Query], config: MetricTraining,
+                    rng: np.random.Generator) -> list[list[tuple[_Query, int, int]]]:
+    """Each epoch's (query, positive, negative) triplets in the order it trains them: the negatives of its phase,
+    drawn from ``rng`` epoch after epoch, so that a resumed run trains on the same ones as an unbroken run."""
+    out = []
+    for epoch in range(1, config.epochs + 1):
+        hard = config.phase(epoch) == "hard"
+        triplets = [(q, p, int(rng.choice(q.hard if hard and q.hard else q.easy or q.hard)))
+                    for q in train for p in q.positives for _ in range(config.negatives_per_positive)
+                    if q.easy or q.hard]
+        random.Random(f"{config.seed}:{epoch}").shuffle(triplets)
+        out.append(triplets)
+    return out
+
+
+def save(model: Any, vocabulary: Vocabulary | None, out: Path, config: MetricTraining) -> None:
+    """``model.onnx`` (fp32, any batch), ``vocabulary.npz`` and ``settings.json`` in ``out``; no vocabulary where
+    it is None (a checkpoint, or an epoch's weights where the vocabulary is written already)."""
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
@@ -292,7 +343,8 @@ def save(model: Any, vocabulary: Vocabulary, out: Path, config: MetricTraining) 
     torch.onnx.export(model.eval(), (example,), str(out / GRAPH), input_names=["tensors"], output_names=["distances"],
                       dynamic_axes={"tensors": {0: "pairs"}, "distances": {0: "pairs"}}, opset_version=17,
                       dynamo=False)
-    vocabulary.save(out)
+    if vocabulary is not None:
+        vocabulary.save(out)
     (out / SETTINGS).write_text(json.dumps({"query_pieces": QUERY_PIECES, "sentence_pieces": SENTENCE_PIECES,
                                             "dimension": DIMENSION, "channels": list(CHANNELS),
                                             "filters": config.filters, "hidden": config.hidden}, indent=2) + "\n",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from biorank.config import SEED
 from biorank.evaluation.report import pyplot
 from biorank.models.extras import require
+from biorank.models.placement import AskedPlacement
 from biorank.stages.snippets import (
     DOCUMENT_PARTS,
     SNIPPETS_PER_QUERY,
@@ -273,8 +274,9 @@ def tune_snippet_weights(searcher: Searcher, tuning: SnippetTuning, *, progress:
     if not queries:
         raise SnippetError(f"no {tuning.split} query of {tuning.queries} has gold sentences in {tuning.gold}")
     pipeline = Pipeline.build(tuning.system, searcher, snippets="tuned", reranker=tuning.reranker,
-                              snippet_weights=start, device=tuning.device,
-                              search=replace(searcher.settings, device=tuning.device))
+                              snippet_weights=start, placement=AskedPlacement(device=tuning.device),
+                              search=replace(searcher.settings, placement=replace(searcher.settings.placement,
+                                                                                  device=tuning.device)))
     advance = stage_counter(progress, f"{tuning.system} + sentences", len(queries) * len(pipeline.stages))
 
     candidates = pipeline.candidates(queries, tuning.depth, perspectives=tuning.perspectives, progress=advance)
