@@ -393,10 +393,11 @@ class Pipeline:
         # A record of a mode that λ does not weigh, or BM25 does not score, carries none rather than one that did
         # not count.
         mode = search.mode_class
+        system = None if single else self.name
         for answer in answers:
             log.add(index=self.searcher.index, query=answer.query, mode=search.mode, k=k, latency_ms=answer.ms,
                     hits=answer.hits, lam=self.searcher.lam if mode.weighs_lambda else None,
-                    query_id=None if single else answer.query_id, system=None if single else self.name,
+                    query_id=None if single else answer.query_id, system=system,
                     bm25_fields=search.field_set if mode.lexical else None, batch=len(answers))
 
 

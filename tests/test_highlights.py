@@ -12,7 +12,7 @@ from opensearchpy import OpenSearch
 from biorank.errors import BiorankError
 from biorank.pipeline import Pipeline
 from biorank.retrieval.searcher import Searcher
-from biorank.stages.marks import marked_titles, readable, tagged_spans, titles_and_fields
+from biorank.stages.marks import readable, tagged_spans, titles_and_fields
 from biorank.stages.snippets import sentences_request
 from biorank.store.inspection import first_blocks
 from biorank.types import Hit
@@ -66,15 +66,15 @@ def test_snippets_mark_vitamin_d_but_never_the_d_of_microg_per_day(opensearch: O
 
 
 def test_titles_are_marked_by_the_same_rule(opensearch: OpenSearch, sample_index: str) -> None:
-    titles = marked_titles(opensearch, sample_index, "vitamin D receptor", [RECEPTOR, MICROGRAMS, "no-such-doc"],
-                           refused=BiorankError)
+    fields = ("title", "abstract")
+    found = titles_and_fields(opensearch, sample_index, "vitamin D receptor", [RECEPTOR, MICROGRAMS, "no-such-doc"],
+                              fields, refused=BiorankError)
+    titles = {doc_id: spans for doc_id, (_, spans) in found.items()}
     title = opensearch.get(index=sample_index, id=RECEPTOR)["_source"]["title"]
     assert _marked(title, titles[RECEPTOR]) == ["Vitamin", "D", "Receptor"]
     folate = opensearch.get(index=sample_index, id=MICROGRAMS)["_source"]["title"]
     assert _marked(folate, titles[MICROGRAMS]) == ["vitamin"]
-    assert marked_titles(opensearch, sample_index, "D", [RECEPTOR], refused=BiorankError) == {}
-    # The results page reads the marks and the stored fields in one search: the same as each read alone.
-    fields = ("title", "abstract")
-    both = titles_and_fields(opensearch, sample_index, "vitamin D receptor", [RECEPTOR, "no-such-doc"], fields,
-                             refused=BiorankError)
-    assert both == {RECEPTOR: (first_blocks(opensearch, sample_index, [RECEPTOR], fields)[RECEPTOR], titles[RECEPTOR])}
+    assert titles_and_fields(opensearch, sample_index, "D", [RECEPTOR], (), refused=BiorankError)[RECEPTOR][1] == ()
+    # The results page reads the marks and the stored fields in one search: the fields as a read of them alone.
+    alone = first_blocks(opensearch, sample_index, [RECEPTOR, MICROGRAMS, "no-such-doc"], fields)
+    assert {doc_id: stored for doc_id, (stored, _) in found.items()} == alone

@@ -144,7 +144,7 @@ def export_bioasq(settings: ConnectionSettings, questions_path: str, output: Pat
 
     questions = read_queries(questions_path)
     searcher = options.searcher(settings, index_name, device=device)
-    system_settings = options.pipeline_settings(searcher, device=device,
+    system_settings = options.pipeline_settings(search=searcher.settings, device=device,
                                                 **rerank_options).with_system(with_snippets(system))
     pipeline = Pipeline.build(system_settings, searcher)
     for note in pipeline.notes:

@@ -363,20 +363,18 @@ def searcher(settings: ConnectionSettings, index_name: str, search: SearchSettin
     return found
 
 
-def pipeline_settings(searcher: Searcher | None = None, *, search: SearchSettings | None = None,
-                      filters: Filters | None = None,
+def pipeline_settings(*, search: SearchSettings | None = None, filters: Filters | None = None,
                       reranker_model: str | None = None, rerank_depth: int | None = None,
                       rerank_weight: float | None = None, rerank_length: int | None = None,
                       rerank_precision: str | None = None, device: str | None = None,
                       **flags: Any) -> PipelineSettings:
-    """The pipeline settings of a command's options over the first stage of ``search``, else ``searcher``'s, else
+    """The pipeline settings of a command's options over the first stage ``search`` (a searcher's settings), else
     the default one with ``filters`` and ``device``; ``device`` runs the cross-encoder too; ``flags`` are the other
     fields (rerank, snippets, ...)."""
     from biorank.models.placement import AskedPlacement
     from biorank.pipeline import PipelineSettings
     from biorank.retrieval.searcher import SearchSettings
 
-    search = search or (searcher.settings if searcher else None)
     if search is None and (filters or device):
         search = SearchSettings(**_given(filters=filters or None,
                                          placement=AskedPlacement(device=device) if device else None))

@@ -165,7 +165,7 @@ def search(settings: ConnectionSettings, queries_path: str, output: Path, fmt: s
 
     queries = read_queries(queries_path)
     searcher = options.searcher(settings, index_name, search)
-    pipeline = Pipeline.build(options.pipeline_settings(searcher, device=device), searcher)
+    pipeline = Pipeline.build(options.pipeline_settings(search=searcher.settings, device=device), searcher)
     for note in pipeline.notes:
         echo(f"note: {note}")
     with record_progress(pipeline.name, len(queries), "queries") as advance:

@@ -124,46 +124,22 @@ def _alike(marked: str, word: str) -> bool:
     return marked[:n] == word[:n]
 
 
-def marked_titles(client: OpenSearch, index: str, query: str, doc_ids: Sequence[str], *,
-                  refused: type[BiorankError]) -> dict[str, Spans]:
-    """The readable spans of each document's title that ``query``'s terms match, in one search of their first
-    blocks (which hold the title): what the search page marks in its headings.
+def titles_and_fields(client: OpenSearch, index: str, query: str, doc_ids: Sequence[str], fields: Sequence[str], *,
+                      refused: type[BiorankError]) -> dict[str, tuple[dict[str, Any], Spans]]:
+    """``fields`` of each document's first block and the readable spans of its title that ``query``'s terms match
+    (none for an empty query), in one search of their first blocks (which hold the title and the metadata): what a
+    results page shows and marks in its headings, in one round trip to the cluster.
 
     Args:
         client: the cluster's client.
         index: the documents index.
         query: the words to mark (a PubMed-syntax query's words, not its operators).
-        doc_ids: the documents.
-        refused: the error to raise, in one line, where OpenSearch refuses the search.
-
-    Returns:
-        Document id -> spans of its title (documents without a marked term are left out).
-
-    Example:
-        >>> marked_titles(client, "scifact", "vitamin D", ["3701541"], refused=BiorankError)  # doctest: +SKIP
-        {'3701541': ((25, 32), (33, 34))}
-    """
-    if not query.strip():
-        return {}
-    found = titles_and_fields(client, index, query, doc_ids, (), refused=refused)
-    return {doc_id: spans for doc_id, (_, spans) in found.items() if spans}
-
-
-def titles_and_fields(client: OpenSearch, index: str, query: str, doc_ids: Sequence[str], fields: Sequence[str], *,
-                      refused: type[BiorankError]) -> dict[str, tuple[dict[str, Any], Spans]]:
-    """``fields`` of each document's first block and the spans of its title that ``query`` marks (none for an empty
-    query), in one search: a results page needs both, and one search is one round trip to the cluster.
-
-    Args:
-        client: the cluster's client.
-        index: the documents index.
-        query: the words to mark.
         doc_ids: the documents; ids not in the index are left out.
         fields: the stored fields wanted besides the title.
         refused: the error to raise, in one line, where OpenSearch refuses the search.
 
     Returns:
-        Document id -> (its ``fields``, the spans of its title).
+        Document id -> (its ``fields``, the spans of its title; empty where no term is marked).
 
     Example:
         >>> found = titles_and_fields(client, "scifact", "vitamin D", ["3701541"], ("year",),  # doctest: +SKIP
@@ -183,7 +159,7 @@ def titles_and_fields(client: OpenSearch, index: str, query: str, doc_ids: Seque
         body["query"]["bool"]["should"] = [{"match": {"title": query}}]
         body["highlight"] = highlight_request("title")
     [response] = msearch(client, [{"index": index}, body],
-                         refused=lambda _, error: refused(f"OpenSearch refused to mark the titles: {reason(error)}"))
+                         refused=lambda _, error: refused(f"OpenSearch refused to read the titles: {reason(error)}"))
     found = {}
     for hit in response["hits"]["hits"]:
         source = hit["_source"]
