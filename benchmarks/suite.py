@@ -249,7 +249,7 @@ def records_dir(args: argparse.Namespace) -> Path:
 
 def record(args: argparse.Namespace, cols: Sequence[Column], rows: list[dict], *, variant: str | None = None,
            settings: dict | None = None, client: Any = None, notes: str | None = None,
-           extra_versions: Iterable[str] = ()) -> Path | None:
+           extra_versions: Iterable[str] = (), measured_on: dict | None = None) -> Path | None:
     """Print the result as a table and write it as the benchmark's record.
 
     Args:
@@ -261,6 +261,8 @@ def record(args: argparse.Namespace, cols: Sequence[Column], rows: list[dict], *
         client: the cluster's client, to record its engine version.
         notes: one or two sentences a reader of the table needs (the load on the machine, a caveat).
         extra_versions: distributions whose versions matter to this benchmark beyond the usual ones.
+        measured_on: ``{"machine": ..., "versions": ...}`` of the machine that took the figures, where that was
+            not this one (a GPU box whose outputs are compared here: ``gpu_stages --compare``).
 
     Returns:
         The record's path, or None with ``--no-record``.
@@ -280,8 +282,8 @@ def record(args: argparse.Namespace, cols: Sequence[Column], rows: list[dict], *
         "command": shlex.join(["python", "-m", args.module, *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": head + ("+changes" if dirty else ""),
-        "machine": machine(),
-        "versions": versions(client, extra_versions),
+        "machine": measured_on["machine"] if measured_on else machine(),
+        "versions": measured_on["versions"] if measured_on else versions(client, extra_versions),
         "settings": settings or {},
         "columns": [asdict(c) for c in cols],
         "results": [{key: _plain(value) for key, value in row.items()} for row in rows],

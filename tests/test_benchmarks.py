@@ -131,15 +131,77 @@ def test_the_repeatable_benchmarks_run_on_two_queries(opensearch_url: str, sampl
 
 def test_the_gpu_stages_run_on_the_cpu_without_a_cluster(tmp_path: Path) -> None:
     """What a session with a GPU runs (``gpu_stages``), here on the CPU over a few abstracts, in torch fp32 with the
-    GPU's length-sorted batches cut by word pieces: no cluster is asked, and the record is well formed."""
+    GPU's length-sorted batches cut by word pieces, two sizes compared: no cluster is asked. Measured apart from
+    the ONNX reference (``--outputs``, as the lent GPU machine runs it) and compared with it after (``--compare``),
+    the record is well formed and says the machine that measured."""
     from benchmarks import gpu_stages
     from biorank.models.encoder import PACKAGED_MODEL
 
-    records = tmp_path / "records"
+    records, outputs = tmp_path / "records", tmp_path / "outputs.npz"
     gpu_stages.main(["--device", "cpu", "--precision", "fp32", "--model", PACKAGED_MODEL, "--limit", "12",
-                     "--queries", "1", "--quality-limit", "4", "--batch", "6", "--batch-tokens", "512",
-                     "--records-dir", str(records)])
-    row = check_record(records / "gpu_stages-cpu.json", "gpu_stages")["results"][0]
+                     "--queries", "1", "--quality-limit", "4", "--batch", "6", "--batch-tokens", "256,512",
+                     "--outputs", str(outputs), "--notes", "measured apart"])
+    assert outputs.is_file() and not records.exists()
+    gpu_stages.main(["--compare", str(outputs), "--records-dir", str(records)])
+    record = check_record(records / "gpu_stages-cpu.json", "gpu_stages")
+    row, settings = record["results"][0], record["settings"]
     assert row["device"] == "cpu" and row["peak_bound"] is None and row["abstracts_per_s"] > 0
+    assert row["sentences_per_s"] > row["abstracts_per_s"] and row["pubmed_hours"] > 0
     assert row["min_cos"] > 0.999 and row["top10_overlap"] >= 0.99 and row["rerank_max_diff"] < 1e-3
-    assert min(row["rerank_p50"], row["relevance_p50"], row["sentence_encode_p50"]) > 0
+    assert min(row["rerank_p50"], row["rerank100_p50"], row["relevance_p50"], row["sentence_encode_p50"]) > 0
+    assert [s["batch_tokens"] for s in settings["batch_tokens_sweep"]] == [256, 512]
+    assert settings["batch_tokens"] in (256, 512) and "--outputs" in settings["measured_by"]
+    assert record["notes"] == "measured apart" and record["machine"]["cores"] >= 1 and settings["torch_cuda"] != ""
+
+def test_a_gpu_call_brings_back_its_best_candidate_in_pieces_that_collect_joins(tmp_path: Path) -> None:
+    """``gpu_session``'s weights part there and ``collect`` here: the candidate best on the unseen dev (not on the
+    dev split) comes back as bf16 in pieces the device tool returns (each under 16 MiB), and is joined here into
+    the very weights the figures there reranked with."""
+    import argparse
+
+    import torch
+    from safetensors.torch import load_file
+
+    from benchmarks import gpu_session
+    from biorank.models.shipped import shipped_reranker_folder
+
+    shipped = shipped_reranker_folder()
+    for name, dev, unseen in (("memorising", 0.9, 0.5), ("general", 0.8, 0.6)):
+        folder = tmp_path / "work" / name
+        folder.mkdir(parents=True)
+        for path in shipped.iterdir():
+            (folder / path.name).symlink_to(path)
+        (folder / "training.json").write_text(json.dumps({"history": [{"nDCG@10": dev, "nDCG@10 dev-unseen": unseen}]}))
+    args = argparse.Namespace(budget=60, work=tmp_path / "work", out=tmp_path / "out", smoke=True, device="cpu")
+    call = gpu_session.Call(args)
+    call.trained = [tmp_path / "work" / "memorising", tmp_path / "work" / "general"]
+    gpu_session._weights(call, tmp_path)
+    call.log.close()
+    pieces = sorted((tmp_path / "out").glob("general.tar.*"))
+    assert len(pieces) >= 3 and all(p.stat().st_size <= 16 * 2**20 for p in pieces)
+    assert not list((tmp_path / "out").glob("memorising.*")) and call.returned.name == "general"
+
+    gpu_session.collect(argparse.Namespace(files=tmp_path / "out", out=tmp_path / "back"))
+    joined = load_file(tmp_path / "back" / "general" / "model.safetensors")
+    returned, original = load_file(call.returned / "model.safetensors"), load_file(shipped / "model.safetensors")
+    assert joined.keys() == returned.keys() == original.keys()
+    assert all(torch.equal(joined[k], returned[k]) for k in joined)
+    assert all(torch.equal(joined[k], original[k].to(torch.bfloat16).float()) for k in joined)
+    assert json.loads((tmp_path / "back" / "general" / "training.json").read_text())["history"][0]["nDCG@10"] == 0.8
+
+
+def test_the_carried_vectors_study_finds_an_index_ranks_as_itself(opensearch_url: str, sample_index: str,
+                                                                    tmp_path: Path) -> None:
+    """``studies/carried_vectors.py`` over one index as both sides: every claim's top 10 the same, in order, and
+    the same nDCG@10 (what vectors encoded elsewhere are held to), in a well-formed record."""
+    from benchmarks.studies import carried_vectors
+
+    records = tmp_path / "records"
+    carried_vectors.main(["--url", opensearch_url, "--records-dir", str(records), "--here", sample_index,
+                          "--there", sample_index, "--variant", "itself"])
+    record = suite.read_record(records / "carried_vectors-itself.json")
+    assert record.keys() >= RECORD_KEYS and record["settings"]["claims"] > 100
+    assert [row["mode"] for row in record["results"]] == ["dense", "hybrid"]
+    for row in record["results"]:
+        assert row["same_top10"] == row["same_top10_set"] == row["top10_overlap"] == 1.0
+        assert row["ndcg_here"] == row["ndcg_there"] > 0 and row["ndcg_diff"] == 0

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import lzma
 import shutil
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from biorank.models.extras import require_torch
 from biorank.models.runtime import cache_folder, folder_digest
@@ -50,6 +52,17 @@ def shipped_reranker_folder() -> Path:
                 shutil.copy(path, work / path.name)
         unpack_weights((SHIPPED_FOLDER / WEIGHTS).read_bytes(), work / "model.safetensors")
     return folder
+
+
+def pack_weights(weights: Mapping[str, Any], preset: int = 6) -> bytes:
+    """Torch weights as the package keeps them: bf16 safetensors under xz (what :func:`unpack_weights` reads); the
+    floating-point tensors are rounded to bf16, the rest kept. ``preset`` is xz's: a low one for weights that only
+    travel, where time counts more than size."""
+    import torch
+    from safetensors.torch import save
+
+    return lzma.compress(save({name: (tensor.to(torch.bfloat16) if tensor.is_floating_point() else tensor)
+                               .contiguous().cpu() for name, tensor in weights.items()}), preset=preset)
 
 
 def unpack_weights(packed: bytes, dest: Path) -> None:
