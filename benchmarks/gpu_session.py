@@ -410,8 +410,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--leave", nargs="*", default=list(MOVED_OUT), help="tracked files moved out for the call")
     p.add_argument("--out", type=Path, default=GPU)
     p = steps.add_parser("run", help="there: the parts in order, within the budget; results into --out")
-    p.add_argument("--parts", type=lambda s: s.split(","), default=list(PARTS),
-                   help=f"of {','.join(PARTS)}, comma-separated")
+    p.add_argument("--parts", type=lambda s: s.split(","), default=None,
+                   help=f"of {','.join(PARTS)}, comma-separated (default: those pack planned for gpu/)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--precision", default="auto", help="the models' (auto: bf16 on a GPU; a rehearsal on a CPU "
                    "takes fp32, as ONNX Runtime would need the graphs the GPU machine lacks)")
@@ -424,8 +424,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("files", type=Path, help="the folder the device tool's files_at names")
     p.add_argument("--out", type=Path, default=BACK)
     args = parser.parse_args(argv)
-    if args.step == "run" and (unknown := set(args.parts) - PARTS.keys()):
-        parser.error(f"unknown parts {', '.join(sorted(unknown))}: choose from {', '.join(PARTS)}")
+    if args.step == "pack" and not args.base:
+        parser.error("name the base a call trains or encodes with: --base bge-small-en-v1.5 (or e5-small-v2)")
+    if args.step == "run":
+        args.parts = args.parts or _parts_for(GPU)
+        if unknown := set(args.parts) - PARTS.keys():
+            parser.error(f"unknown parts {', '.join(sorted(unknown))}: choose from {', '.join(PARTS)}")
     {"pack": pack, "run": run, "collect": collect}[args.step](args)
 
 
