@@ -348,7 +348,7 @@ PARTS = {"train": _train, "weights": _weights, "figures": _figures, "encode": _e
 
 def collect(args: argparse.Namespace) -> None:
     """Here: what came back, unpacked into ``gpu-back/``, and the commands that finish each part."""
-    from benchmarks.gpu_stages import PEAK_BF16_TFLOPS
+    from benchmarks.gpu_stages import short_name
 
     came, back = args.files, args.out
     back.mkdir(parents=True, exist_ok=True)
@@ -374,8 +374,7 @@ def collect(args: argparse.Namespace) -> None:
     # The preflight's line names the GPU ("torch 2.11.0 CUDA 13.0 ... device cuda NVIDIA H200"): the records' variant.
     log = (back / "session.log").read_text(encoding="utf-8").splitlines()
     print("there: " + log[-1])
-    named = next((line for line in log if line.startswith("torch ")), "")
-    variant = next((part.split()[0].lower() for part, _ in PEAK_BF16_TFLOPS if part in named), "gpu")
+    variant = short_name(next((line for line in log if line.startswith("torch ")), ""))
     commands = []
     if (results / "gpu_stages.npz").is_file():
         commands.append(["python", "-m", "benchmarks.gpu_stages", "--compare", str(results / "gpu_stages.npz"),

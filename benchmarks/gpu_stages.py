@@ -64,8 +64,6 @@ COLUMNS = suite.columns(
     ("sentence_encode_p50", "~100 sentences encoded p50 ms", ".1f"), ("min_cos", "min cos", ".5f"),
     ("mean_cos", "mean cos", ".6f"), ("top10_overlap", "top-10 overlap", ".4f"),
     ("rerank_max_diff", "rerank max |Δ logit|", ".4f"), ("rerank_top10_overlap", "rerank top-10 overlap", ".4f"))
-QUALITY = ("min_cos", "mean_cos", "top10_overlap", "rerank_max_diff", "rerank_top10_overlap")
-"""The row's figures that compare with ONNX Runtime fp32 (``--compare`` fills them where ``--outputs`` left them)."""
 
 
 def peak_tflops(device: str) -> tuple[str, float | None]:
@@ -93,39 +91,33 @@ def _sizes(text: str) -> list[int]:
     return [int(part) for part in text.split(",")]
 
 
-def encoder_rate(args: argparse.Namespace, records: list[Abstract],
-                 batch_tokens: int | None) -> tuple[Encoder, float, float]:
-    """The encoder with these batch tokens, and its abstracts/s and sentences/s over what indexing encodes, timed
-    after one warm call (kernels, allocator, autotuning)."""
-    encoder = Encoder(args.model, device=args.device, precision=args.precision, batch_tokens=batch_tokens)
-    batches = pipeline_texts(encoder, records, True, args.batch)
+def encode_time(encoder: Encoder, batches: list[tuple[list[str], list[str]]]) -> tuple[float, int]:
+    """Seconds to encode ``batches`` (each batch's blocks, then its sentences: what indexing encodes), timed after
+    one warm call (kernels, allocator, autotuning), and how many sentences they hold."""
     encoder.encode(batches[0][0][:64] + batches[0][1][:64])
     started = time.perf_counter()
     for blocks, sentences in batches:
         encoder.encode(blocks)
         encoder.encode(sentences)
-    elapsed = time.perf_counter() - started
-    return encoder, len(records) / elapsed, sum(len(s) for _, s in batches) / elapsed
+    return time.perf_counter() - started, sum(len(s) for _, s in batches)
 
 
 def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
     """The speeds (the row and the settings as the record keeps them) and the outputs the quality check compares:
     the quality texts' vectors, the claims' vectors and the 20-hit rerank pairs' logits, with what produced them."""
     records = [r for r in read_records(args.corpus) if isinstance(r, Abstract)][: args.limit or None]
-    sweep = {}
+    sweep, batches = {}, None
     for tokens in args.batch_tokens or [None]:
-        encoder, rate, sentence_rate = encoder_rate(args, records, tokens)
-        sweep[encoder.batch_tokens] = (rate, sentence_rate)
-    best = max(sweep, key=lambda tokens: sweep[tokens][0])
-    if encoder.batch_tokens != best:
-        encoder = Encoder(args.model, device=args.device, precision=args.precision, batch_tokens=best)
-    rate, sentence_rate = sweep[best]
+        encoder = Encoder(args.model, device=args.device, precision=args.precision, batch_tokens=tokens)
+        batches = batches or pipeline_texts(encoder, records, True, args.batch)  # the sizes cut the same texts
+        elapsed, sentence_count = encode_time(encoder, batches)
+        sweep[encoder.batch_tokens] = (encoder, len(records) / elapsed, sentence_count / elapsed)
+    encoder, rate, sentence_rate = max(sweep.values(), key=lambda measured: measured[1])
     scorer = CrossEncoder(args.reranker, device=args.device, precision=args.precision, max_length=DEFAULT_LENGTH)
     name, peak = peak_tflops(encoder.device)
     suite.header(f"{len(records)} abstracts; encoder {encoder.model_name} {encoder.precision} on {encoder.device} "
                  f"({name}), batch tokens {encoder.batch_tokens}; cross-encoder {scorer.precision} on {scorer.device}")
-    texts = [text for blocks, sentences in pipeline_texts(encoder, records, True, args.batch)
-             for text in blocks + sentences]
+    texts = [text for blocks, sentences in batches for text in blocks + sentences]
     bound = share = None
     if peak is not None:
         lengths = [min(n + 2, encoder.max_seq_length) for n in encoder.count_tokens(texts)]
@@ -152,7 +144,8 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
     pairs = [row[:20] for row in hits]
     outputs = {"texts": quality, "blocks": len(quality_blocks), "vectors": encoder.encode(quality),
                "claims": claims, "query_vectors": query_vectors, "pairs": pairs,
-               "logits": [scorer.score(claim, pairs[q]).tolist() for q, claim in enumerate(claims)]}
+               "logits": [scorer.score(claim, pairs[q]).tolist() for q, claim in enumerate(claims)],
+               "model": args.model, "reranker": args.reranker}
     row = {"device": name, "precision": f"{encoder.precision} / {scorer.precision}",
            "abstracts_per_s": round(rate, 1), "sentences_per_s": round(sentence_rate),
            "peak_bound": round(bound) if bound else float("nan"),
@@ -166,14 +159,13 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
         "model": encoder.model_name, "reranker": scorer.model_name, "device": encoder.device, "device_name": name,
         "peak_bf16_tflops": peak, "batch_abstracts": args.batch, "batch_tokens": encoder.batch_tokens,
         "batch_tokens_sweep": [{"batch_tokens": tokens, "abstracts_per_s": round(a, 1),
-                                "sentences_per_s": round(s)} for tokens, (a, s) in sweep.items()],
+                                "sentences_per_s": round(s)} for tokens, (_, a, s) in sweep.items()],
         "pubmed_abstracts": PUBMED_ABSTRACTS, "rerank_rows": scorer.rows, "sentence_rows": at_sentences.rows,
         "sentences_per_claim": round(float(np.mean([len(s) for s in sentences])), 1),
         "rerank_p95": suite.summary(rerank)["p95"], "rerank100_p95": suite.summary(rerank100)["p95"],
         "relevance_p95": suite.summary(relevance)["p95"]}
     if encoder.placement.backend == "torch":
         settings.update(_torch_versions())
-    outputs["model"], outputs["reranker"] = args.model, args.reranker
     if args.notes:
         settings["notes"] = args.notes
     return row, settings, outputs
@@ -230,11 +222,14 @@ def load_outputs(path: Path) -> tuple[dict, dict, dict, dict]:
             measured["measured_on"])
 
 
+def short_name(device_name: str) -> str:
+    """A GPU's short name (``h200``) from the name torch reports (``NVIDIA H200``), or ``gpu``: records' variants."""
+    return next((part.split()[0].lower() for part, _ in PEAK_BF16_TFLOPS if part in device_name), "gpu")
+
+
 def variant_of(row: dict, settings: dict) -> str:
-    """The record's variant: ``cpu``, or the GPU's short name (``h200``) from the name torch reported."""
-    if settings["device"] == "cpu":
-        return "cpu"
-    return next((part.split()[0].lower() for part, _ in PEAK_BF16_TFLOPS if part in row["device"]), "gpu")
+    """The record's variant: ``cpu``, or the GPU's short name."""
+    return "cpu" if settings["device"] == "cpu" else short_name(row["device"])
 
 
 def main(argv: list[str] | None = None) -> None:
